@@ -1,0 +1,233 @@
+"""Facts about the code around a node, shared by every rule and computed once per file.
+
+The engine's walk keeps one list, the ancestors of the node being visited. Every other fact
+(what a name was imported as, which loops repeat this node, the enclosing function and its
+decorators, the names a loop rebinds) is derived from that list on demand and cached, so a
+file that no rule asks about costs nothing beyond the walk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+
+from . import _jaxapi
+from ._scope import (
+    Scope,
+    dotted_name,
+    function_scope,
+    module_scope,
+    record_import,
+    scan_bindings,
+    target_names,
+)
+
+
+__all__ = ["FileContext", "Loop"]
+
+_SCOPE_NODES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+Loop = cst.For | cst.While | cst.ListComp | cst.SetComp | cst.DictComp | cst.GeneratorExp
+
+
+@dataclass(frozen=True)
+class FunctionInfo:
+    """A `def` and how it is wrapped by its decorators."""
+
+    node: cst.FunctionDef
+    decorators: tuple[str | None, ...]
+    jit: str | None  # the jit API it is decorated with (`jax.jit`, `equinox.filter_jit`...)
+
+
+class FileContext:
+    """The shared analysis of one file, handed to every rule."""
+
+    def __init__(self, path: str, source: str, module: cst.Module) -> None:
+        self.path = path
+        self.source = source
+        self.module = module
+        self.ancestors: list[cst.CSTNode] = []
+        self._module_scope = module_scope(module)
+        self._scopes: dict[cst.CSTNode, Scope] = {}
+        self._loop_bindings: dict[cst.CSTNode, frozenset[str]] = {}
+        self._functions: dict[cst.FunctionDef, FunctionInfo] = {}
+        self._aliases: list[tuple[str, str]] = []
+        self._imports_seen = 0
+        self._spellings: dict[tuple[frozenset[str], int], frozenset[str]] = {}
+
+    # -- names ---------------------------------------------------------------------------
+
+    def _scope_of(self, node: cst.CSTNode) -> Scope:
+        scope = self._scopes.get(node)
+        if scope is None:
+            scope = self._scopes[node] = function_scope(node)  # type: ignore[arg-type]
+        return scope
+
+    def resolve(
+        self, expr: cst.BaseExpression, ancestors: Sequence[cst.CSTNode] | None = None
+    ) -> str | None:
+        """The qualified name `expr` refers to through imports (`eqx.tree_at` →
+        `equinox.tree_at`), or None when it is not an imported name or is rebound.
+
+        `ancestors` defaults to those of the node being visited.
+        """
+        name = dotted_name(expr)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        target = self._lookup(head, self.ancestors if ancestors is None else ancestors)
+        if target is None:
+            return None
+        return f"{target}.{rest}" if rest else target
+
+    def _lookup(self, head: str, ancestors: Sequence[cst.CSTNode]) -> str | None:
+        innermost = True
+        for node in reversed(ancestors):
+            if not isinstance(node, _SCOPE_NODES):
+                continue
+            # A class body's names are not visible from the functions inside it.
+            if isinstance(node, cst.ClassDef) and not innermost:
+                continue
+            innermost = False
+            bound, target = self._scope_of(node).lookup(head)
+            if bound:
+                return target
+        bound, target = self._module_scope.lookup(head)
+        return target if bound else None
+
+    def resolve_call(self, call: cst.Call) -> str | None:
+        """The qualified name of the function `call` calls, if it is an imported name."""
+        return self.resolve(call.func)
+
+    def is_call_to(self, call: cst.Call, names: frozenset[str]) -> bool:
+        """Whether `call` calls one of the qualified `names`. Cheap when it does not: the
+        last segment of the callee is checked against the known aliases first."""
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            last = func.attr.value
+        elif isinstance(func, cst.Name):
+            last = func.value
+        else:
+            return False
+        if last not in self.local_names_for(names):
+            return False
+        return self.resolve(func) in names
+
+    def local_names_for(self, names: frozenset[str]) -> frozenset[str]:
+        """Every last segment under which something in `names` can be spelled in this file
+        so far in the walk (`tree_at`, and `ta` after `from equinox import tree_at as ta`)."""
+        key = (names, self._imports_seen)
+        cached = self._spellings.get(key)
+        if cached is None:
+            spellings = {name.rsplit(".", 1)[-1] for name in names}
+            for local, target in self._aliases:
+                if target in names:
+                    spellings.add(local)
+            cached = self._spellings[key] = frozenset(spellings)
+        return cached
+
+    def note_import(self, node: cst.Import | cst.ImportFrom) -> None:
+        """Called by the engine for every import statement it walks past."""
+        scratch = Scope("scratch")
+        record_import(scratch, node)
+        for local, target in scratch.imports.items():
+            if target is not None and local != target.rsplit(".", 1)[-1]:
+                self._aliases.append((local, target))
+        self._imports_seen += 1
+
+    # -- position in the code ------------------------------------------------------------
+
+    def path_to(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """Ancestors of the node being visited, then `node` itself."""
+        return [*self.ancestors, node]
+
+    def loops(self, node: cst.CSTNode) -> list[Loop]:
+        """The loops that run `node` once per iteration, outermost first, stopping at the
+        enclosing function or lambda (its body is not run by the loops around the `def`).
+
+        A `for` loop's iterable and `else` run once, so they are not inside it; a `while`
+        loop's test runs every iteration; in a comprehension everything but the first
+        iterable repeats.
+        """
+        path = self.path_to(node)
+        found: list[Loop] = []
+        for index in range(len(path) - 2, -1, -1):
+            parent, child = path[index], path[index + 1]
+            if isinstance(parent, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                break
+            if isinstance(parent, cst.For):
+                if child is parent.body:
+                    found.append(parent)
+            elif isinstance(parent, cst.While):
+                if child is parent.body or child is parent.test:
+                    found.append(parent)
+            elif isinstance(parent, _COMPREHENSIONS):
+                first = parent.for_in
+                if child is not first or self._repeats_in_comprehension(path, index + 1):
+                    found.append(parent)
+        found.reverse()
+        return found
+
+    @staticmethod
+    def _repeats_in_comprehension(path: list[cst.CSTNode], index: int) -> bool:
+        """Inside the first `for ... in ...` of a comprehension, only the first iterable
+        runs once; targets, conditions and nested `for`s repeat."""
+        comp_for = path[index]
+        assert isinstance(comp_for, cst.CompFor)
+        child = path[index + 1] if index + 1 < len(path) else None
+        return child is not comp_for.iter
+
+    def enclosing_function(self, node: cst.CSTNode | None = None) -> cst.FunctionDef | None:
+        """The innermost `def` containing the node being visited (or `node`'s ancestors)."""
+        for ancestor in reversed(self.ancestors):
+            if isinstance(ancestor, cst.FunctionDef):
+                return ancestor
+        return None
+
+    def function_info(self, node: cst.FunctionDef) -> FunctionInfo:
+        """How `node` is decorated: resolved decorator names and the jit it uses, if any."""
+        info = self._functions.get(node)
+        if info is None:
+            outer = self._ancestors_of_function(node)
+            names = tuple(
+                _jaxapi.decorator_target(d.decorator, lambda e: self.resolve(e, outer))
+                for d in node.decorators
+            )
+            jit = next((n for n in names if n in _jaxapi.JIT_WRAPPERS), None)
+            info = self._functions[node] = FunctionInfo(node, names, jit)
+        return info
+
+    def _ancestors_of_function(self, node: cst.FunctionDef) -> list[cst.CSTNode]:
+        # Decorators are resolved in the scope that contains the def.
+        if node in self.ancestors:
+            return self.ancestors[: self.ancestors.index(node)]
+        return self.ancestors
+
+    def statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The innermost statement line or compound statement containing `node`."""
+        for ancestor in reversed(self.path_to(node)):
+            if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                return ancestor
+        return None
+
+    def loop_bindings(self, loop: Loop) -> frozenset[str]:
+        """Names (re)bound anywhere in the body of `loop`, including its targets."""
+        cached = self._loop_bindings.get(loop)
+        if cached is not None:
+            return cached
+        scope = Scope("loop")
+        if isinstance(loop, cst.For):
+            scan_bindings([loop], scope)
+        elif isinstance(loop, cst.While):
+            scan_bindings(loop.body.body, scope)
+        else:
+            comp_for: cst.CompFor | None = loop.for_in
+            while comp_for is not None:
+                scope.bindings.update(target_names(comp_for.target))
+                comp_for = comp_for.inner_for_in
+        result = frozenset(scope.bindings) | frozenset(scope.imports)
+        self._loop_bindings[loop] = result
+        return result

@@ -1,0 +1,227 @@
+"""Lint one file: decode, gate, parse once, one walk for every rule, positions, suppression."""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+import tokenize
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from ._context import FileContext
+from ._rule import RawFinding, Rule, node_class
+from ._suppress import is_suppressed
+from ._walk import walk
+
+
+__all__ = ["Finding", "FileResult", "Analysis", "analyze", "lint_source", "SYNTAX_ERROR_CODE"]
+
+SYNTAX_ERROR_CODE = "JL000"
+SYNTAX_ERROR_SLUG = "syntax-error"
+
+# Files that mention none of these are not JAX code; they are not even parsed.
+FAMILY_TOKENS = ("jax", "flax", "equinox", "optax", "eqx")
+
+_IGNORE_FILE = re.compile(r"^[ \t]*#[ \t]*jaxlint:[ \t]*ignore-file\b", re.MULTILINE)
+
+# libcst and the walk recurse once per nesting level; real code nests a few dozen deep, but
+# generated code (long `a + b + ...` chains) can go far deeper than Python's default 1000.
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A reported finding, as plain data (picklable, cacheable, serialisable)."""
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    code: str
+    rule: str
+    message: str
+    fix: str | None = None  # the fix's applicability ("safe", "unsafe"), None without one
+    fix_title: str | None = None
+    source_line: str = ""
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.path, self.line, self.column, self.code)
+
+
+@dataclass
+class FileResult:
+    """What linting one file gave: findings, or an error that stopped it."""
+
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class Analysis:
+    """Everything the fixer needs from one lint of a file (never leaves the process)."""
+
+    result: FileResult
+    module: cst.Module | None = None
+    raw: list[tuple[RawFinding, Finding]] = field(default_factory=list)
+
+
+class SourceError(Exception):
+    """A file that cannot be read as Python source (bad bytes, bad encoding cookie)."""
+
+
+def decode_source(data: bytes) -> tuple[str, str]:
+    """Decode `data` as Python source (PEP 263 cookie, BOM); return (text, encoding)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding), encoding
+    except (SyntaxError, LookupError, UnicodeDecodeError) as error:
+        reason = error.reason if isinstance(error, UnicodeDecodeError) else str(error)
+        raise SourceError(f"cannot decode source: {reason}") from None
+
+
+@lru_cache(maxsize=None)
+def _concrete_classes(node_type: type[cst.CSTNode]) -> tuple[type[cst.CSTNode], ...]:
+    found: list[type[cst.CSTNode]] = []
+    pending = [node_type]
+    while pending:
+        cls = pending.pop()
+        if not getattr(cls, "__abstractmethods__", None) and not cls.__name__.startswith("Base"):
+            found.append(cls)
+        pending.extend(cls.__subclasses__())
+    return tuple(dict.fromkeys(found))
+
+
+@lru_cache(maxsize=None)
+def _rule_handlers(rule: type[Rule]) -> tuple[tuple[str, type[cst.CSTNode], str], ...]:
+    """(kind, node class, method name) for every handler `rule` defines."""
+    table: list[tuple[str, type[cst.CSTNode], str]] = []
+    for kind, names in rule.handlers().items():
+        for name in names:
+            for cls in _concrete_classes(node_class(name)):
+                table.append((kind, cls, f"{kind}_{name}"))
+    return tuple(table)
+
+
+def _active_rules(rules: Sequence[type[Rule]], text: str) -> list[type[Rule]]:
+    return [r for r in rules if not r.TOKENS or any(t in text for t in r.TOKENS)]
+
+
+def _run_rules(
+    ctx: FileContext, rules: Sequence[type[Rule]], options: dict[str, dict[str, object]]
+) -> list[RawFinding]:
+    instances = [rule(ctx, options.get(rule.SLUG)) for rule in rules]
+    visit: dict[type[cst.CSTNode], list[Callable[[cst.CSTNode], object]]] = {
+        cst.Import: [ctx.note_import],
+        cst.ImportFrom: [ctx.note_import],
+    }
+    leave: dict[type[cst.CSTNode], list[Callable[[cst.CSTNode], object]]] = {}
+    for instance in instances:
+        for kind, cls, method in _rule_handlers(type(instance)):
+            table = visit if kind == "visit" else leave
+            table.setdefault(cls, []).append(getattr(instance, method))
+    walk(ctx.module, visit, leave, ctx.ancestors)
+    findings: list[RawFinding] = []
+    for instance in instances:
+        instance.finish()
+        findings.extend(instance.findings)
+    return findings
+
+
+def analyze(
+    path: str,
+    data: bytes,
+    rules: Sequence[type[Rule]],
+    options: dict[str, dict[str, object]] | None = None,
+) -> Analysis:
+    """Lint `data` (the bytes of the file at `path`) with `rules`."""
+    result = FileResult(path)
+    try:
+        text, encoding = decode_source(data)
+    except SourceError as error:
+        result.error = f"{path}: {error}"
+        return Analysis(result)
+    if _IGNORE_FILE.search(text) or not any(token in text for token in FAMILY_TOKENS):
+        return Analysis(result)
+    try:
+        module = cst.parse_module(text, config=cst.PartialParserConfig(encoding=encoding))
+    except cst.ParserSyntaxError as error:
+        result.findings.append(_syntax_finding(path, text, error))
+        return Analysis(result)
+    except RecursionError:
+        result.error = f"{path}: nested too deeply to parse"
+        return Analysis(result)
+    active = _active_rules(rules, text)
+    if not active:
+        return Analysis(result, module)
+    ctx = FileContext(path, text, module)
+    try:
+        raw = _run_rules(ctx, active, options or {})
+    except RecursionError:
+        result.error = f"{path}: nested too deeply to analyse"
+        return Analysis(result, module)
+    if not raw:
+        return Analysis(result, module)
+    analysis = Analysis(result, module)
+    lines = text.splitlines()
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    for item in raw:
+        span = positions[item.node]
+        if is_suppressed(lines, span.start.line, span.end.line, item.rule.CODE, item.rule.SLUG):
+            continue
+        finding = Finding(
+            path=path,
+            line=span.start.line,
+            column=span.start.column + 1,
+            end_line=span.end.line,
+            end_column=span.end.column + 1,
+            code=item.rule.CODE,
+            rule=item.rule.SLUG,
+            message=item.message,
+            fix=item.fix.applicability.value if item.fix else None,
+            fix_title=item.fix.title if item.fix else None,
+            source_line=lines[span.start.line - 1] if span.start.line <= len(lines) else "",
+        )
+        analysis.raw.append((item, finding))
+        result.findings.append(finding)
+    result.findings.sort(key=Finding.sort_key)
+    return analysis
+
+
+def _syntax_finding(path: str, text: str, error: cst.ParserSyntaxError) -> Finding:
+    lines = text.splitlines()
+    line = max(1, error.raw_line)
+    return Finding(
+        path=path,
+        line=line,
+        column=error.raw_column + 1,
+        end_line=line,
+        end_column=error.raw_column + 1,
+        code=SYNTAX_ERROR_CODE,
+        rule=SYNTAX_ERROR_SLUG,
+        message=f"SyntaxError: {error.message}",
+        source_line=lines[line - 1] if line <= len(lines) else "",
+    )
+
+
+def lint_source(
+    source: str | bytes,
+    rules: Iterable[type[Rule]] | None = None,
+    *,
+    path: str = "<string>",
+) -> list[Finding]:
+    """Lint a string of source with `rules` (all default rules if None)."""
+    from ._registry import default_rules
+
+    data = source.encode("utf-8") if isinstance(source, str) else source
+    selected = tuple(rules) if rules is not None else default_rules()
+    result = analyze(path, data, selected).result
+    if result.error:
+        raise SourceError(result.error)
+    return result.findings

@@ -1,0 +1,52 @@
+"""Qualified names of the JAX-family APIs rules ask about, and how wrappers are spelled."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+
+
+__all__ = [
+    "FILTER_JIT",
+    "JIT_WRAPPERS",
+    "PARTIAL",
+    "TREE_AT",
+    "decorator_target",
+]
+
+TREE_AT = frozenset({"equinox.tree_at"})
+
+FILTER_JIT = frozenset({"equinox.filter_jit"})
+
+# Everything that compiles the function it wraps; `jaxlint` treats a function wrapped by any
+# of these as jitted.
+JIT_WRAPPERS = frozenset(
+    {
+        "jax.jit",
+        "jax.pjit",
+        "jax.experimental.pjit.pjit",
+        "jax.pmap",
+        "equinox.filter_jit",
+        "equinox.filter_pmap",
+        "flax.nnx.jit",
+        "flax.linen.jit",
+    }
+)
+
+PARTIAL = frozenset({"functools.partial"})
+
+
+def decorator_target(
+    expr: cst.BaseExpression, resolve: Callable[[cst.BaseExpression], str | None]
+) -> str | None:
+    """The API a decorator applies: `@jax.jit`, `@jax.jit(...)` and
+    `@functools.partial(jax.jit, static_argnums=...)` all give `"jax.jit"`."""
+    if isinstance(expr, cst.Call):
+        func = resolve(expr.func)
+        if func in PARTIAL:
+            if expr.args and expr.args[0].keyword is None and not expr.args[0].star:
+                return resolve(expr.args[0].value)
+            return None
+        return func
+    return resolve(expr)

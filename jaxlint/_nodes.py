@@ -1,0 +1,177 @@
+"""Small questions about a subtree that several rules ask (reads, writes, exits, paths)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+
+import libcst as cst
+
+from ._scope import target_names
+from ._walk import iter_children
+
+
+__all__ = [
+    "assigns_name",
+    "attribute_path",
+    "contains_exit",
+    "free_names",
+    "iter_subtree",
+    "reads_name",
+]
+
+_NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+def iter_subtree(
+    root: cst.CSTNode,
+    *,
+    into_scopes: bool = True,
+    skip: cst.CSTNode | Collection[cst.CSTNode] = (),
+) -> Iterator[cst.CSTNode]:
+    """Every code node under `root` (itself included), in source order, optionally not
+    entering nested functions, classes and lambdas, and never entering `skip`."""
+    skipped = _ids(skip)
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in skipped:
+            continue
+        yield node
+        if not into_scopes and node is not root and isinstance(node, _NESTED_SCOPES):
+            continue
+        children = list(iter_children(node))
+        children.reverse()
+        stack.extend(children)
+
+
+def _ids(nodes: cst.CSTNode | Collection[cst.CSTNode]) -> set[int]:
+    return {id(nodes)} if isinstance(nodes, cst.CSTNode) else {id(n) for n in nodes}
+
+
+def free_names(expr: cst.CSTNode) -> set[str]:
+    """Names read in `expr`, not counting attribute names, keywords or lambda parameters."""
+    names: set[str] = set()
+    _collect_names(expr, names, frozenset())
+    return names
+
+
+def _collect_names(node: cst.CSTNode, out: set[str], bound: frozenset[str]) -> None:
+    if isinstance(node, cst.Name):
+        if node.value not in bound:
+            out.add(node.value)
+        return
+    if isinstance(node, cst.Attribute):
+        _collect_names(node.value, out, bound)
+        return
+    if isinstance(node, cst.Arg):
+        _collect_names(node.value, out, bound)
+        return
+    if isinstance(node, cst.Lambda):
+        params = node.params
+        inner = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                inner.add(star.name.value)
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.default is not None:
+                _collect_names(param.default, out, bound)
+        _collect_names(node.body, out, bound | inner)
+        return
+    for child in iter_children(node):
+        _collect_names(child, out, bound)
+
+
+def reads_name(
+    root: cst.CSTNode, name: str, *, skip: cst.CSTNode | Collection[cst.CSTNode] = ()
+) -> bool:
+    """Whether `name` is read anywhere under `root`, outside the subtrees in `skip`."""
+    skipped = _ids(skip)
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in skipped:
+            continue
+        if isinstance(node, cst.Name):
+            if node.value == name:
+                return True
+            continue
+        if isinstance(node, (cst.Attribute, cst.Arg)):
+            stack.append(node.value)
+            continue
+        stack.extend(iter_children(node))
+    return False
+
+
+def assigns_name(
+    root: cst.CSTNode, name: str, *, skip: cst.CSTNode | Collection[cst.CSTNode] = ()
+) -> bool:
+    """Whether a statement under `root` (outside `skip`, not in nested scopes) binds `name`."""
+    for node in iter_subtree(root, into_scopes=False, skip=skip):
+        if isinstance(node, cst.Assign):
+            if any(name in target_names(t.target) for t in node.targets):
+                return True
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For)):
+            if name in target_names(node.target):
+                return True
+        elif isinstance(node, cst.CompFor):
+            if name in target_names(node.target):
+                return True
+        elif isinstance(node, cst.WithItem):
+            if node.asname is not None and name in target_names(node.asname.name):
+                return True
+        elif isinstance(node, cst.NamedExpr):
+            if isinstance(node.target, cst.Name) and node.target.value == name:
+                return True
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node is not root:
+            if node.name.value == name:
+                return True
+    return False
+
+
+def contains_exit(root: cst.CSTNode, kinds: tuple[type[cst.CSTNode], ...]) -> bool:
+    """Whether `root` contains a statement of `kinds` (e.g. `cst.Return`, `cst.Break`)
+    outside nested functions and classes."""
+    return any(isinstance(n, kinds) for n in iter_subtree(root, into_scopes=False))
+
+
+PathStep = tuple[str, str]  # ("attr", "blocks") or ("index", "0")
+
+
+def attribute_path(expr: cst.BaseExpression, root: str) -> tuple[PathStep, ...] | None:
+    """The steps from the name `root` to `expr` when `expr` is a chain of attributes and
+    constant subscripts on it (`m.blocks[0].attn` → attr blocks, index 0, attr attn)."""
+    steps: list[PathStep] = []
+    while True:
+        if isinstance(expr, cst.Name):
+            if expr.value != root or expr.lpar:
+                return None
+            steps.reverse()
+            return tuple(steps)
+        if isinstance(expr, cst.Attribute):
+            steps.append(("attr", expr.attr.value))
+            expr = expr.value
+        elif isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+            index = expr.slice[0].slice
+            if not isinstance(index, cst.Index) or index.star is not None:
+                return None
+            value = index.value
+            if isinstance(value, cst.Integer):
+                steps.append(("index", value.value))
+            elif isinstance(value, cst.UnaryOperation) and isinstance(value.expression, cst.Integer) \
+                    and isinstance(value.operator, cst.Minus):
+                return None  # negative indices alias positive ones; paths would not compare
+            elif isinstance(value, cst.SimpleString):
+                steps.append(("index", repr(value.evaluated_value)))
+            else:
+                return None
+            expr = expr.value
+        else:
+            return None
+
+
+def render_path(root: str, steps: tuple[PathStep, ...]) -> str:
+    """Source text for a path from `root` (the inverse of `attribute_path`)."""
+    out = root
+    for kind, value in steps:
+        out += f".{value}" if kind == "attr" else f"[{value}]"
+    return out

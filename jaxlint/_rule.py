@@ -1,0 +1,169 @@
+"""The rule API: what a rule declares, what it reports, and how a fix is described.
+
+A rule is a class in `jaxlint.rules` whose module docstring is its documentation (ruff's
+headings: What it does / Why is this bad? / Example / Use instead / Fix safety). It declares
+its identity as class attributes and defines `visit_<Node>` / `leave_<Node>` methods, named
+after libcst node classes, that the engine calls during its single walk of each file::
+
+    class TreeAtBatch(Rule):
+        CODE = "JL003"
+        SLUG = "tree-at-batch"
+        MESSAGE = "`eqx.tree_at` called repeatedly on the same tree"
+        FIX = Applicability.UNSAFE      # the best fix it can offer; None if it never fixes
+        TOKENS = ("tree_at",)           # skip the rule on files that mention none of these
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if self.ctx.is_call_to(node, TREE_AT) and self.ctx.loops(node):
+                self.report(node, "...", fix=Fix(...))
+
+`self.ctx` is the file's shared analysis (`FileContext`): import resolution, enclosing loops,
+functions and statements. `finish()` runs after the walk, for rules that need the whole file.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import libcst as cst
+
+
+if TYPE_CHECKING:
+    from ._context import FileContext
+
+
+__all__ = [
+    "Applicability",
+    "Edit",
+    "Fix",
+    "ImportSpec",
+    "Option",
+    "RawFinding",
+    "Rule",
+]
+
+
+class Applicability(enum.Enum):
+    """How far a fix can be trusted (ruff's contract).
+
+    - `SAFE`: the fixed program behaves the same in every case; `jaxlint fix` applies it.
+    - `UNSAFE`: it can change behaviour in corner cases the rule documents; applied only with
+      `--unsafe-fixes`.
+    - `DISPLAY_ONLY`: shown as a suggestion, never applied.
+    """
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+    DISPLAY_ONLY = "display-only"
+
+
+@dataclass(frozen=True)
+class ImportSpec:
+    """An import a fix needs: `import module` or `from module import name [as alias]`."""
+
+    module: str
+    name: str | None = None
+    alias: str | None = None
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One change to the tree, anchored on a node of the tree the rule was given.
+
+    `replacement` replaces the node (None keeps it); `before`/`after` insert statements
+    around it (the node must then be a statement); `remove` deletes a statement.
+    """
+
+    node: cst.CSTNode
+    replacement: cst.CSTNode | None = None
+    before: tuple[cst.BaseStatement, ...] = ()
+    after: tuple[cst.BaseStatement, ...] = ()
+    remove: bool = False
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A set of edits that must be applied together, and how safe they are."""
+
+    applicability: Applicability
+    edits: tuple[Edit, ...]
+    title: str
+    imports: tuple[ImportSpec, ...] = ()
+
+
+@dataclass
+class RawFinding:
+    """A finding as a rule reports it, before positions are resolved."""
+
+    rule: type[Rule]
+    node: cst.CSTNode
+    message: str
+    fix: Fix | None = None
+
+
+@dataclass(frozen=True)
+class Option:
+    """A rule option, set in `[tool.jaxlint.<slug>]`."""
+
+    type: type
+    default: Any
+    help: str
+
+
+class Rule:
+    """Base class of every rule. See the module docstring for the contract."""
+
+    CODE: ClassVar[str]
+    SLUG: ClassVar[str]
+    MESSAGE: ClassVar[str]
+    FIX: ClassVar[Applicability | None] = None
+    TOKENS: ClassVar[tuple[str, ...]] = ()
+    OPTIONS: ClassVar[Mapping[str, Option]] = {}
+    DEFAULT_ON: ClassVar[bool] = True
+    SINCE: ClassVar[str] = "0.1.0"
+
+    def __init__(self, ctx: FileContext, options: Mapping[str, Any] | None = None) -> None:
+        self.ctx = ctx
+        self.options = {name: opt.default for name, opt in self.OPTIONS.items()}
+        if options:
+            self.options.update(options)
+        self.findings: list[RawFinding] = []
+
+    def report(self, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None) -> None:
+        """Report a finding at `node`, with an optional fix."""
+        self.findings.append(RawFinding(type(self), node, message or self.MESSAGE, fix))
+
+    def finish(self) -> None:
+        """Called once after the walk; override to report from whole-file facts."""
+
+    @classmethod
+    def docs(cls) -> str:
+        """The rule's documentation: its module's docstring."""
+        import sys
+
+        return (sys.modules[cls.__module__].__doc__ or "").strip()
+
+    @classmethod
+    def handlers(cls) -> dict[str, Sequence[str]]:
+        """`{"visit": [...node class names], "leave": [...]}` this rule defines."""
+        visit = [n[len("visit_") :] for n in dir(cls) if n.startswith("visit_")]
+        leave = [n[len("leave_") :] for n in dir(cls) if n.startswith("leave_")]
+        return {"visit": visit, "leave": leave}
+
+
+def node_class(name: str) -> type[cst.CSTNode]:
+    """The libcst class a `visit_<name>` method refers to; a typo is a clear error."""
+    node_type = getattr(cst, name, None)
+    if not (isinstance(node_type, type) and issubclass(node_type, cst.CSTNode)):
+        raise TypeError(f"visit_{name}/leave_{name}: libcst has no node class {name!r}")
+    return node_type
+
+
+@dataclass
+class RuleSet:
+    """The rules selected for a run, with their options."""
+
+    rules: tuple[type[Rule], ...]
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)

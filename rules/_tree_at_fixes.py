@@ -1,0 +1,292 @@
+"""The rewrites of tree-at-batch: merge a chain into one call, hoist a loop's calls out."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from jaxlint._nodes import PathStep, assigns_name, attribute_path, free_names, render_path
+from jaxlint._rule import Applicability, Edit, Fix
+
+
+if TYPE_CHECKING:
+    from jaxlint._context import Loop
+
+    from .tree_at_batch import TreeAtCall
+
+
+__all__ = ["chain_fix", "chain_paths", "indentation", "loop_fix", "overlapping"]
+
+Path = tuple[PathStep, ...]
+_LINE_LENGTH = 88
+
+
+def indentation(ancestors: Sequence[cst.CSTNode], module: cst.Module) -> str:
+    """The indentation of a statement whose ancestors are `ancestors`."""
+    return "".join(
+        (n.indent if n.indent is not None else module.default_indent)
+        for n in ancestors
+        if isinstance(n, cst.IndentedBlock)
+    )
+
+
+def _lambda_param(where: cst.BaseExpression) -> str | None:
+    """The parameter of `lambda p: ...`, if `where` is a one-parameter lambda."""
+    if not isinstance(where, cst.Lambda):
+        return None
+    params = where.params
+    if (
+        len(params.params) != 1
+        or params.posonly_params
+        or params.kwonly_params
+        or isinstance(params.star_arg, cst.Param)
+        or params.star_kwarg is not None
+        or params.params[0].default is not None
+    ):
+        return None
+    return params.params[0].name.value
+
+
+def _where_paths(where: cst.BaseExpression) -> tuple[Path, ...] | None:
+    """The node paths a `where` lambda selects: one path, or a literal tuple/list of paths."""
+    param = _lambda_param(where)
+    if param is None:
+        return None
+    assert isinstance(where, cst.Lambda)
+    body = where.body
+    if isinstance(body, (cst.Tuple, cst.List)):
+        paths = []
+        for element in body.elements:
+            if not isinstance(element, cst.Element):
+                return None
+            path = attribute_path(element.value, param)
+            if path is None:
+                return None
+            paths.append(path)
+        return tuple(paths)
+    path = attribute_path(body, param)
+    return None if path is None else (path,)
+
+
+def chain_paths(chain: Sequence[TreeAtCall]) -> list[tuple[Path, ...]] | None:
+    """The paths each call of the chain replaces, or None if any `where` is opaque."""
+    groups = []
+    for call in chain:
+        paths = _where_paths(call.where)
+        if paths is None:
+            return None
+        groups.append(paths)
+    return groups
+
+
+def _related(a: Path, b: Path) -> bool:
+    shorter = min(len(a), len(b))
+    return a[:shorter] == b[:shorter]
+
+
+def overlapping(paths: Sequence[Path]) -> bool:
+    """Whether two paths are equal or one is an ancestor of the other."""
+    return any(_related(a, b) for i, a in enumerate(paths) for b in paths[i + 1 :])
+
+
+def _replacements(call: TreeAtCall, count: int) -> list[cst.BaseExpression] | None:
+    """The replacement expressions of a call whose `where` selects `count` paths."""
+    if call.replace is None:
+        return None
+    if isinstance(call.where, cst.Lambda) and isinstance(call.where.body, (cst.Tuple, cst.List)):
+        replace = call.replace
+        if not isinstance(replace, (cst.Tuple, cst.List)):
+            return None
+        if any(not isinstance(e, cst.Element) for e in replace.elements):
+            return None
+        values = [e.value for e in replace.elements]
+        return values if len(values) == count else None
+    return [call.replace]
+
+
+def _tree_reads(expr: cst.CSTNode, tree: str) -> list[Path | None]:
+    """Every read of `tree` in `expr`: its path when it is a fixed path, else None."""
+    reads: list[Path | None] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Attribute, cst.Subscript)):
+            path = attribute_path(node, tree)
+            if path is not None:
+                reads.append(path)
+                continue
+        if isinstance(node, cst.Name):
+            if node.value == tree:
+                reads.append(None)
+            continue
+        if isinstance(node, cst.Attribute):
+            stack.append(node.value)
+            continue
+        from jaxlint._walk import iter_children
+
+        stack.extend(iter_children(node))
+    return reads
+
+
+def _has_comment(module: cst.Module, node: cst.CSTNode) -> bool:
+    return "#" in module.code_for_node(node)
+
+
+def _comment_lines(line: cst.SimpleStatementLine) -> list[cst.EmptyLine]:
+    """A statement's trailing comment, as a line of its own."""
+    comment = line.trailing_whitespace.comment
+    return [cst.EmptyLine(comment=comment)] if comment is not None else []
+
+
+# Continuation lines are written relative to the statement's own indentation: libcst adds
+# the indentation of the block the statement lands in when it renders them.
+
+
+def _layout(head: str, args: list[str], base: str, unit: str, column: int) -> str:
+    """`head(args...)` on one line when it fits from `column`, else one argument per line
+    (indented from `base`, the statement's indentation in the generated text)."""
+    one_line = f"{head}({', '.join(args)})"
+    if column + len(one_line) <= _LINE_LENGTH and "\n" not in one_line:
+        return one_line
+    inner = base + unit
+    return f"{head}(\n" + "".join(f"{inner}{a},\n" for a in args) + f"{base})"
+
+
+def _list_literal(items: list[str], base: str, unit: str, column: int) -> str:
+    one_line = f"[{', '.join(items)}]"
+    if column + len(one_line) <= _LINE_LENGTH - 8 and "\n" not in one_line:
+        return one_line
+    inner = base + unit
+    return "[\n" + "".join(f"{inner}{i},\n" for i in items) + f"{base}]"
+
+
+def chain_fix(module: cst.Module, chain: Sequence[TreeAtCall]) -> Fix | None:
+    """One `tree_at` call replacing a chain, or None when batching is not provably right."""
+    groups = chain_paths(chain)
+    if groups is None:
+        return None
+    flat = [p for group in groups for p in group]
+    if overlapping(flat):
+        return None
+    leaf_codes = {module.code_for_node(c.is_leaf) if c.is_leaf else None for c in chain}
+    if len(leaf_codes) != 1 or any(_has_comment(module, c.call) for c in chain):
+        return None
+    head = chain[0]
+    tree = head.target
+    starts_elsewhere = not head.assigns_back
+    applicability = Applicability.SAFE
+    replacements: list[cst.BaseExpression] = []
+    for index, (call, group) in enumerate(zip(chain, groups)):
+        values = _replacements(call, len(group))
+        if values is None:
+            return None
+        if index > 0:
+            replaced_before = [p for g in groups[:index] for p in g]
+            for value in values:
+                for read in _tree_reads(value, tree):
+                    if starts_elsewhere:
+                        return None  # reads an intermediate tree that no longer exists
+                    if read is None:
+                        applicability = Applicability.UNSAFE
+                    elif any(_related(read, p) for p in replaced_before):
+                        return None  # reads what an earlier call replaced
+        replacements.extend(values)
+    param = _lambda_param(head.where)
+    assert param is not None
+    unit = module.default_indent
+    column = len(head.indent) + len(unit)
+    rendered = [render_path(param, p) for p in flat]
+    args = [
+        f"lambda {param}: {_list_literal(rendered, unit, unit, column)}",
+        module.code_for_node(head.pytree),
+        _list_literal([module.code_for_node(r) for r in replacements], unit, unit, column),
+    ]
+    (leaf_code,) = leaf_codes
+    if leaf_code is not None:
+        args.append(f"is_leaf={leaf_code}")
+    func = module.code_for_node(head.call.func)
+    text = f"{tree} = " + _layout(func, args, "", unit, len(head.indent) + len(tree) + 3) + "\n"
+    statement = cst.parse_statement(text, config=module.config_for_parsing)
+    leading: list[cst.EmptyLine] = list(head.line.leading_lines)
+    for call in chain[1:]:
+        leading.extend(call.line.leading_lines)
+        leading.extend(_comment_lines(call.line))
+    statement = statement.with_changes(
+        leading_lines=leading, trailing_whitespace=head.line.trailing_whitespace
+    )
+    edits = [Edit(head.line, replacement=statement)]
+    edits.extend(Edit(call.line, remove=True) for call in chain[1:])
+    count = len(chain)
+    return Fix(applicability, tuple(edits), f"Merge the {count} `tree_at` calls into one")
+
+
+def _unique_name(source: str, base: str) -> str:
+    name, suffix = base, 1
+    while re.search(rf"\b{re.escape(name)}\b", source):
+        suffix += 1
+        name = f"{base}_{suffix}"
+    return name
+
+
+def loop_fix(module: cst.Module, call: TreeAtCall, hoist: Loop) -> Fix | None:
+    """Collect `where`s and replacements in the loop; one call after the hoisted loop."""
+    tree = call.target
+    where = call.where
+    if isinstance(where, cst.Lambda):
+        param = _lambda_param(where)
+        if param is None or isinstance(where.body, (cst.Tuple, cst.List)):
+            return None
+        free = free_names(where.body) - {param}
+        if tree in free:
+            return None
+        captured = sorted(n for n in free if assigns_name(hoist, n))
+        body = module.code_for_node(where.body)
+        defaults = "".join(f", {n}={n}" for n in captured)
+        where_text = f"lambda {param}{defaults}: {body}"
+    else:
+        where_text = module.code_for_node(where)
+    if call.is_leaf is not None and any(assigns_name(hoist, n) for n in free_names(call.is_leaf)):
+        return None
+    if call.replace is None:
+        return None
+    source = module.code
+    wheres = _unique_name(source, "tree_at_wheres")
+    replacements = _unique_name(source, "tree_at_replacements")
+    config = module.config_for_parsing
+    append_where = cst.parse_statement(f"{wheres}.append({where_text})\n", config=config)
+    append_replacement = cst.parse_statement(
+        f"{replacements}.append({module.code_for_node(call.replace)})\n", config=config
+    )
+    assert isinstance(append_where, cst.SimpleStatementLine)
+    first = call.line.with_changes(body=append_where.body)
+
+    start = next(i for i, n in enumerate(call.ancestors) if n is hoist)
+    hoist_indent = indentation(call.ancestors[:start], module)
+    unit = module.default_indent
+    args = [
+        f"lambda tree: [where(tree) for where in {wheres}]",
+        tree,
+        replacements,
+    ]
+    if call.is_leaf is not None:
+        args.append(f"is_leaf={module.code_for_node(call.is_leaf)}")
+    func = module.code_for_node(call.call.func)
+    column = len(hoist_indent) + len(unit) + len(tree) + 3
+    batched = f"{tree} = " + _layout(func, args, unit, unit, column)
+    after = cst.parse_statement(f"if {wheres}:\n{unit}{batched}\n", config=config)
+    before = (
+        cst.parse_statement(f"{wheres} = []\n", config=config),
+        cst.parse_statement(f"{replacements} = []\n", config=config),
+    )
+    edits = (
+        Edit(call.line, replacement=first, after=(append_replacement,)),
+        Edit(hoist, before=before, after=(after,)),
+    )
+    return Fix(
+        Applicability.UNSAFE,
+        edits,
+        "Collect the updates in the loop and apply them with one `tree_at` after it",
+    )
