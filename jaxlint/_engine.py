@@ -27,6 +27,7 @@ SYNTAX_ERROR_SLUG = "syntax-error"
 # Files that mention none of these are not JAX code; they are not even parsed.
 FAMILY_TOKENS = ("jax", "flax", "equinox", "optax", "eqx")
 
+_PARSER_PREFIX = re.compile(r"^(parser error: )?(error at \d+:\d+: )?")
 _IGNORE_FILE = re.compile(r"^[ \t]*#[ \t]*jaxlint:[ \t]*ignore-file\b", re.MULTILINE)
 
 # libcst and the walk recurse once per nesting level; real code nests a few dozen deep, but
@@ -205,7 +206,7 @@ def _syntax_finding(path: str, text: str, error: cst.ParserSyntaxError) -> Findi
         end_column=error.raw_column + 1,
         code=SYNTAX_ERROR_CODE,
         rule=SYNTAX_ERROR_SLUG,
-        message=f"SyntaxError: {error.message}",
+        message=f"SyntaxError: {_PARSER_PREFIX.sub('', error.message)}",
         source_line=lines[line - 1] if line <= len(lines) else "",
     )
 

@@ -1,0 +1,5 @@
+from jaxlint._cli import main
+
+
+if __name__ == "__main__":
+    main()

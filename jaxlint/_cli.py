@@ -1,0 +1,323 @@
+"""The `jaxlint` command: check, fix, rule, rules.
+
+Exit codes (ruff's): 0 nothing found (or everything fixed), 1 findings remain, 2 a usage,
+configuration, input or internal error.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.table import Table
+
+from ._config import ConfigError, Settings, find_config, load_settings
+from ._discovery import SourceFile, discover
+from ._engine import Finding
+from ._registry import SelectionError, all_rules, expand, get_rule
+from ._report import FORMATS, render, render_statistics
+from ._rule import Rule
+from ._runner import LintCache, lint_files, read_source
+from ._version import __version__
+
+
+__all__ = ["main"]
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class UsageProblem(click.ClickException):
+    """A one-line error that exits with status 2."""
+
+    exit_code = EXIT_ERROR
+
+    def show(self, file=None) -> None:  # type: ignore[no-untyped-def]
+        click.echo(f"jaxlint: error: {self.format_message()}", err=True)
+
+
+def _split(values: Sequence[str]) -> list[str]:
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
+def _settings(paths: Sequence[str], config: str | None) -> Settings:
+    try:
+        if config is not None:
+            config_path = Path(config)
+            if not config_path.is_file():
+                raise UsageProblem(f"{config}: no such configuration file")
+        else:
+            start = Path(paths[0]) if paths else Path.cwd()
+            config_path = find_config(start)
+        return load_settings(config_path)
+    except ConfigError as error:
+        raise UsageProblem(str(error)) from None
+
+
+def _rules(
+    settings: Settings, select: Sequence[str], ignore: Sequence[str], extend_select: Sequence[str]
+) -> tuple[type[Rule], ...]:
+    if select:
+        settings.select = _split(select)
+    if extend_select:
+        settings.extend_select = [*settings.extend_select, *_split(extend_select)]
+    if ignore:
+        settings.ignore = [*settings.ignore, *_split(ignore)]
+    try:
+        return settings.rules()
+    except SelectionError as error:
+        raise UsageProblem(str(error)) from None
+
+
+def _use_color(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _print_errors(errors: Sequence[str]) -> None:
+    for error in errors:
+        click.echo(f"jaxlint: error: {error}", err=True)
+
+
+def _summary(findings: Sequence[Finding], unsafe_hint: bool = True) -> str:
+    if not findings:
+        return "All checks passed!"
+    count = len(findings)
+    safe = sum(1 for f in findings if f.fix == "safe")
+    unsafe = sum(1 for f in findings if f.fix == "unsafe")
+    text = f"Found {count} finding{'s' if count != 1 else ''}"
+    details = []
+    if safe:
+        details.append(f"{safe} fixable with `jaxlint fix`")
+    if unsafe and unsafe_hint:
+        details.append(f"{unsafe} more with `jaxlint fix --unsafe-fixes`")
+    return text + (f" ({', '.join(details)})" if details else "") + "."
+
+
+_path_argument = click.argument("paths", nargs=-1, type=click.Path())
+_select_options = [
+    click.option("--select", multiple=True, help="Rules to run: slugs, codes or prefixes (comma-separated)."),
+    click.option("--extend-select", multiple=True, help="Rules to add to the selection."),
+    click.option("--ignore", multiple=True, help="Rules to turn off (comma-separated)."),
+    click.option("--config", type=click.Path(dir_okay=False), help="pyproject.toml to read instead of the nearest one."),
+]
+
+
+def _with_options(options):  # type: ignore[no-untyped-def]
+    def decorate(function):  # type: ignore[no-untyped-def]
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return decorate
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="jaxlint")
+def cli() -> None:
+    """jaxlint: find and fix JAX performance mistakes."""
+
+
+@cli.command()
+@_path_argument
+@_with_options(_select_options)
+@click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings are reported.")
+@click.option("--statistics", is_flag=True, help="Print a count per rule instead of each finding.")
+@click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Processes (default: every core).")
+@click.option("--no-cache", is_flag=True, help="Lint every file, ignoring and not writing the cache.")
+def check(
+    paths: tuple[str, ...],
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    config: str | None,
+    output_format: str,
+    exit_zero: bool,
+    statistics: bool,
+    quiet: bool,
+    jobs: int | None,
+    no_cache: bool,
+) -> None:
+    """Report findings in PATHS (default: the current directory)."""
+    paths = paths or (".",)
+    settings = _settings(paths, config)
+    rules = _rules(settings, select, ignore, extend_select)
+    files, errors = discover(paths, settings)
+    cache = None if no_cache else LintCache(settings.root, _settings_key(settings, rules))
+    results = lint_files(files, settings, rules, jobs=jobs, cache=cache)
+    if cache is not None:
+        cache.save()
+    errors += [r.error for r in results if r.error]
+    findings = sorted((f for r in results for f in r.findings), key=Finding.sort_key)
+    stdout = click.get_text_stream("stdout")
+    color = _use_color(stdout)
+    if statistics:
+        render_statistics(findings, stdout, color=color)
+    else:
+        render(findings, output_format, stdout, color=color)
+    if output_format in ("text", "concise") and not quiet and not statistics:
+        click.echo(_summary(findings))
+    _print_errors(errors)
+    if errors:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_CLEAN)
+
+
+def _settings_key(settings: Settings, rules: Sequence[type[Rule]]) -> str:
+    import json
+
+    return json.dumps(
+        {
+            "rules": [r.SLUG for r in rules],
+            "options": settings.rule_options,
+            "per_file_ignores": settings.per_file_ignores,
+        },
+        sort_keys=True,
+    )
+
+
+@cli.command()
+@_path_argument
+@click.option("--rule", "fix_rules", multiple=True, help="Fix only this rule (repeatable; slug or code).")
+@_with_options(_select_options)
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that can change behaviour in corner cases.")
+@click.option("--diff", is_flag=True, help="Print a unified diff of the fixes; write nothing.")
+@click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain.")
+@click.option("-q", "--quiet", is_flag=True, help="Print remaining findings only, no summary.")
+def fix(
+    paths: tuple[str, ...],
+    fix_rules: tuple[str, ...],
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    config: str | None,
+    unsafe_fixes: bool,
+    diff: bool,
+    output_format: str,
+    exit_zero: bool,
+    quiet: bool,
+) -> None:
+    """Apply fixes in PATHS, then report what remains."""
+    from ._fixer import fix_source, write_atomic
+
+    paths = paths or (".",)
+    settings = _settings(paths, config)
+    rules = _rules(settings, select, ignore, extend_select)
+    try:
+        only = {r for selector in _split(fix_rules) for r in expand(selector)} if fix_rules else None
+    except SelectionError as error:
+        raise UsageProblem(str(error)) from None
+    files, errors = discover(paths, settings)
+    remaining: list[Finding] = []
+    fixed_files = applied = 0
+    stdout = click.get_text_stream("stdout")
+    for file in files:
+        data = read_source(file)
+        if isinstance(data, str):
+            errors.append(data)
+            continue
+        file_rules = [r for r in rules if r not in settings.ignored_for(file.path)]
+        fix_only = [r for r in file_rules if only is None or r in only]
+        outcome = fix_source(
+            file.display, data, file_rules, settings.rule_options, unsafe=unsafe_fixes, fix_rules=fix_only
+        )
+        if outcome.error:
+            errors.append(outcome.error)
+        if outcome.changed:
+            fixed_files += 1
+            applied += outcome.applied
+            if diff:
+                _print_diff(file, outcome.original, outcome.fixed, stdout)
+            else:
+                try:
+                    write_atomic(str(file.path), outcome.fixed)
+                except OSError as error:
+                    errors.append(f"{file.display}: cannot write: {error.strerror or error}")
+                    continue
+        remaining.extend(outcome.remaining)
+    remaining.sort(key=Finding.sort_key)
+    if not diff:
+        render(remaining, output_format, stdout, color=_use_color(stdout))
+    if output_format in ("text", "concise") and not quiet:
+        verb = "Would fix" if diff else "Fixed"
+        if applied:
+            click.echo(f"{verb} {applied} finding{'s' if applied != 1 else ''} in {fixed_files} file{'s' if fixed_files != 1 else ''}.", err=diff)
+        if not diff:
+            click.echo(_summary(remaining, unsafe_hint=not unsafe_fixes))
+    _print_errors(errors)
+    if errors:
+        sys.exit(EXIT_ERROR)
+    if diff:
+        sys.exit(EXIT_FINDINGS if fixed_files and not exit_zero else EXIT_CLEAN)
+    sys.exit(EXIT_FINDINGS if remaining and not exit_zero else EXIT_CLEAN)
+
+
+def _print_diff(file: SourceFile, before: bytes, after: bytes, stream) -> None:  # type: ignore[no-untyped-def]
+    from ._engine import decode_source
+
+    old, _ = decode_source(before)
+    new, _ = decode_source(after)
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile=f"a/{file.display}",
+        tofile=f"b/{file.display}",
+    )
+    for line in lines:
+        stream.write(line if line.endswith("\n") else line + "\n")
+
+
+@cli.command(name="rule")
+@click.argument("name")
+def rule_command(name: str) -> None:
+    """Explain a rule: what it finds, why it is slow, the fix and its safety."""
+    try:
+        rule = get_rule(name)
+    except SelectionError as error:
+        raise UsageProblem(str(error)) from None
+    stdout = click.get_text_stream("stdout")
+    console = Console(file=stdout, force_terminal=_use_color(stdout), no_color=not _use_color(stdout))
+    fix = rule.FIX.value if rule.FIX else "none"
+    text = f"# {rule.SLUG} ({rule.CODE})\n\nFix: {fix}\n\n{rule.docs()}\n"
+    if _use_color(stdout):
+        console.print(Markdown(text))
+    else:
+        stdout.write(text)
+
+
+@cli.command(name="rules")
+def rules_command() -> None:
+    """List every rule."""
+    stdout = click.get_text_stream("stdout")
+    console = Console(file=stdout, force_terminal=_use_color(stdout), no_color=not _use_color(stdout), width=120)
+    table = Table("code", "slug", "fix", "default", "what it finds", box=None)
+    for rule in all_rules():
+        table.add_row(
+            rule.CODE,
+            rule.SLUG,
+            rule.FIX.value if rule.FIX else "-",
+            "on" if rule.DEFAULT_ON else "off",
+            rule.MESSAGE,
+        )
+    console.print(table)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the `jaxlint` console script."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="jaxlint", standalone_mode=True)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        click.echo("jaxlint: interrupted", err=True)
+        sys.exit(130)
+    except Exception as error:  # noqa: BLE001 - never show a traceback to a user
+        click.echo(f"jaxlint: internal error: {type(error).__name__}: {error}", err=True)
+        sys.exit(EXIT_ERROR)

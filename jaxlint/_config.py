@@ -1,0 +1,202 @@
+"""`[tool.jaxlint]` in pyproject.toml: finding it, validating it, and what it selects.
+
+```toml
+[tool.jaxlint]
+select = ["JL"]                 # slugs, codes or code prefixes; default: every default rule
+extend-select = []
+ignore = ["missing-jit"]
+exclude = [".git", "build"]     # replaces the default excludes
+extend-exclude = ["generated"]  # adds to them
+per-file-ignores = { "tests/*" = ["JL003"] }
+
+[tool.jaxlint.tree-at-batch]    # options of one rule, if it has any
+```
+
+Every key is checked: a typo is an error (exit 2), never silently ignored.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._registry import SelectionError, all_rules, expand, select_rules
+from ._rule import Rule
+
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+__all__ = ["ConfigError", "Settings", "find_config", "load_settings", "DEFAULT_EXCLUDES"]
+
+DEFAULT_EXCLUDES = (
+    ".git",
+    ".hg",
+    ".svn",
+    ".bzr",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    ".eggs",
+    "*.egg-info",
+    "build",
+    "dist",
+    "__pycache__",
+    "node_modules",
+    "site-packages",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".jaxlint_cache",
+    ".ipynb_checkpoints",
+)
+
+_LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude")
+
+
+class ConfigError(ValueError):
+    """A malformed or unknown setting."""
+
+
+@dataclass
+class Settings:
+    """Resolved settings for one run."""
+
+    root: Path
+    config_file: Path | None = None
+    select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDES))
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def rules(self) -> tuple[type[Rule], ...]:
+        return select_rules(self.select, self.ignore, self.extend_select)
+
+    def is_excluded(self, path: Path) -> bool:
+        """Whether a discovered file or directory matches an exclude pattern (by its name or
+        its path relative to the project root)."""
+        name = path.name
+        relative = _relative(path, self.root)
+        return any(
+            fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(relative, pattern)
+            for pattern in self.exclude
+        )
+
+    def ignored_for(self, path: Path) -> frozenset[type[Rule]]:
+        """Rules that `per-file-ignores` turns off for `path`."""
+        relative = _relative(path, self.root)
+        ignored: set[type[Rule]] = set()
+        for pattern, selectors in self.per_file_ignores.items():
+            if fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(path.name, pattern):
+                for selector in selectors:
+                    ignored.update(expand(selector))
+        return frozenset(ignored)
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest pyproject.toml with a `[tool.jaxlint]` table, from `start` upwards."""
+    current = start.resolve()
+    if current.is_file() or not current.exists():
+        current = current.parent
+    for directory in (current, *current.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+                raise ConfigError(f"{candidate}: {error}") from None
+            if "jaxlint" in data.get("tool", {}):
+                return candidate
+    return None
+
+
+def _string_list(table: dict[str, Any], key: str, where: str) -> list[str]:
+    value = table[key]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: '{key}' must be a list of strings")
+    return value
+
+
+def load_settings(config_file: Path | None, root: Path | None = None) -> Settings:
+    """Settings from `config_file` (defaults if None), validated."""
+    if config_file is None:
+        return Settings(root=(root or Path.cwd()).resolve())
+    where = f"{config_file} [tool.jaxlint]"
+    try:
+        data = tomllib.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"{config_file}: {error}") from None
+    table = data.get("tool", {}).get("jaxlint", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: must be a table")
+    settings = Settings(root=config_file.parent.resolve(), config_file=config_file)
+    slugs = {rule.SLUG: rule for rule in all_rules()}
+    known = (*_LIST_KEYS, "per-file-ignores", *slugs)
+    for key, value in table.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(f"{where}: unknown key '{key}'{hint}")
+        if key in slugs:
+            settings.rule_options[key] = _rule_options(slugs[key], value, f"{where}.{key}")
+    if "select" in table:
+        settings.select = _string_list(table, "select", where)
+    if "extend-select" in table:
+        settings.extend_select = _string_list(table, "extend-select", where)
+    if "ignore" in table:
+        settings.ignore = _string_list(table, "ignore", where)
+    if "exclude" in table:
+        settings.exclude = _string_list(table, "exclude", where)
+    if "extend-exclude" in table:
+        settings.exclude = [*settings.exclude, *_string_list(table, "extend-exclude", where)]
+    if "per-file-ignores" in table:
+        per_file = table["per-file-ignores"]
+        if not isinstance(per_file, dict):
+            raise ConfigError(f"{where}: 'per-file-ignores' must be a table of glob = [rules]")
+        for pattern in per_file:
+            settings.per_file_ignores[pattern] = _string_list(per_file, pattern, f"{where}.per-file-ignores")
+    try:
+        for selector in (
+            *(settings.select or ()),
+            *settings.extend_select,
+            *settings.ignore,
+            *(s for values in settings.per_file_ignores.values() for s in values),
+        ):
+            expand(selector)
+    except SelectionError as error:
+        raise ConfigError(f"{where}: {error}") from None
+    return settings
+
+
+def _rule_options(rule: type[Rule], value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: must be a table of options")
+    options: dict[str, Any] = {}
+    for key, option_value in value.items():
+        option = rule.OPTIONS.get(key)
+        if option is None:
+            names = ", ".join(rule.OPTIONS) or "none"
+            raise ConfigError(f"{where}: unknown option '{key}' (options: {names})")
+        if not isinstance(option_value, option.type) or (
+            option.type is int and isinstance(option_value, bool)
+        ):
+            raise ConfigError(f"{where}: '{key}' must be of type {option.type.__name__}")
+        options[key] = option_value
+    return options

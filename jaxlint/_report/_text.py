@@ -1,0 +1,68 @@
+"""Human formats: ruff-like text with the source line and a caret, and one-line concise."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import TextIO
+
+from rich.console import Console
+from rich.markup import escape
+
+from .._engine import Finding
+from .._registry import all_rules
+
+
+def _console(stream: TextIO, color: bool) -> Console:
+    return Console(
+        file=stream,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        soft_wrap=True,
+        emoji=False,
+    )
+
+
+def _header(f: Finding) -> str:
+    fixable = " [bold cyan]\\[*][/]" if f.fix == "safe" else ""
+    return (
+        f"[bold]{escape(f.path)}[/][cyan]:[/]{f.line}[cyan]:[/]{f.column}[cyan]:[/] "
+        f"[bold red]{f.code}[/]{fixable} [dim]\\[{f.rule}][/] {escape(f.message)}"
+    )
+
+
+def render_concise(findings: Sequence[Finding], stream: TextIO, *, color: bool) -> None:
+    console = _console(stream, color)
+    for f in findings:
+        console.print(_header(f))
+
+
+def render_text(findings: Sequence[Finding], stream: TextIO, *, color: bool) -> None:
+    console = _console(stream, color)
+    for f in findings:
+        console.print(_header(f))
+        if f.source_line:
+            gutter = " " * len(str(f.line))
+            line = f.source_line.expandtabs(4).rstrip()
+            start = max(f.column - 1, 0)
+            width = (f.end_column - f.column) if f.end_line == f.line else len(line) - start
+            console.print(f"[blue]{gutter} |[/]")
+            console.print(f"[blue]{f.line} |[/] {escape(line)}")
+            console.print(f"[blue]{gutter} |[/] {' ' * start}[bold red]{'^' * max(width, 1)}[/]")
+            if f.fix_title:
+                kind = "" if f.fix == "safe" else f" ({f.fix})"
+                console.print(f"[blue]{gutter} =[/] [cyan]fix{kind}:[/] {escape(f.fix_title)}")
+        console.print()
+
+
+def render_statistics(findings: Sequence[Finding], stream: TextIO, *, color: bool) -> None:
+    """One line per rule: count, code, fixable marker, slug (ruff's --statistics)."""
+    console = _console(stream, color)
+    counts = Counter(f.code for f in findings)
+    slugs = {r.CODE: r.SLUG for r in all_rules()} | {"JL000": "syntax-error"}
+    fixable = {f.code for f in findings if f.fix == "safe"}
+    width = max((len(str(c)) for c in counts.values()), default=1)
+    for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        marker = "[*]" if code in fixable else "   "
+        console.print(f"{count:>{width}}\t{code}\t{escape(marker)} {slugs.get(code, '')}")

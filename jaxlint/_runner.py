@@ -1,0 +1,141 @@
+"""Lint many files: per-file rule selection, a content-hash cache, and a process pool."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+
+from ._config import Settings
+from ._discovery import SourceFile
+from ._engine import FileResult, Finding, analyze
+from ._registry import all_rules
+from ._rule import Rule
+from ._version import __version__
+
+
+__all__ = ["LintCache", "lint_files", "read_source"]
+
+# Below this many files a pool costs more to start than it saves.
+_POOL_THRESHOLD = 16
+
+
+def read_source(file: SourceFile) -> bytes | str:
+    """The file's bytes, or an error line."""
+    try:
+        return file.path.read_bytes()
+    except IsADirectoryError:
+        return f"{file.display}: is a directory"
+    except PermissionError:
+        return f"{file.display}: permission denied"
+    except OSError as error:
+        return f"{file.display}: cannot read: {error.strerror or error}"
+
+
+def _rules_for(file: SourceFile, settings: Settings, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
+    ignored = settings.ignored_for(file.path)
+    return [r for r in rules if r not in ignored]
+
+
+def _lint_one(
+    display: str, data: bytes, slugs: tuple[str, ...], options: dict[str, dict[str, object]]
+) -> FileResult:
+    by_slug = {rule.SLUG: rule for rule in all_rules()}
+    return analyze(display, data, [by_slug[s] for s in slugs], options).result
+
+
+class LintCache:
+    """Findings of unchanged files, keyed by content hash, jaxlint version and settings.
+
+    Stored as one JSON file per settings under `.jaxlint_cache/` in the project root.
+    """
+
+    def __init__(self, root: Path, settings_key: str) -> None:
+        digest = hashlib.sha256(f"{__version__}\0{settings_key}".encode()).hexdigest()[:16]
+        self.file = root / ".jaxlint_cache" / __version__ / f"{digest}.json"
+        self.entries: dict[str, dict[str, object]] = {}
+        self.dirty = False
+        try:
+            self.entries = json.loads(self.file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            self.entries = {}
+
+    @staticmethod
+    def key(display: str, data: bytes) -> str:
+        return hashlib.sha256(display.encode() + b"\0" + data).hexdigest()
+
+    def get(self, key: str) -> FileResult | None:
+        entry = self.entries.get(key)
+        if entry is None:
+            return None
+        findings = [Finding(**f) for f in entry["findings"]]  # type: ignore[union-attr]
+        return FileResult(str(entry["path"]), findings)
+
+    def put(self, key: str, result: FileResult) -> None:
+        if result.error is not None:
+            return
+        self.entries[key] = {"path": result.path, "findings": [asdict(f) for f in result.findings]}
+        self.dirty = True
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            gitignore = self.file.parent.parent / ".gitignore"
+            if not gitignore.exists():
+                gitignore.write_text("*\n", encoding="utf-8")
+            temporary = self.file.with_suffix(f".{os.getpid()}.tmp")
+            temporary.write_text(json.dumps(self.entries), encoding="utf-8")
+            os.replace(temporary, self.file)
+        except OSError:
+            pass  # a cache that cannot be written is only slower, never wrong
+
+
+def lint_files(
+    files: Sequence[SourceFile],
+    settings: Settings,
+    rules: Sequence[type[Rule]],
+    *,
+    jobs: int | None = None,
+    cache: LintCache | None = None,
+) -> list[FileResult]:
+    """Lint `files`; results come back in the order of `files`."""
+    results: list[FileResult | None] = [None] * len(files)
+    pending: list[tuple[int, str, bytes, tuple[str, ...], str | None]] = []
+    for index, file in enumerate(files):
+        data = read_source(file)
+        if isinstance(data, str):
+            results[index] = FileResult(file.display, error=data)
+            continue
+        slugs = tuple(r.SLUG for r in _rules_for(file, settings, rules))
+        key = LintCache.key(file.display + "\0" + ",".join(slugs), data) if cache else None
+        cached = cache.get(key) if cache and key else None
+        if cached is not None:
+            results[index] = cached
+            continue
+        pending.append((index, file.display, data, slugs, key))
+
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    if workers > 1 and len(pending) >= _POOL_THRESHOLD:
+        # Largest files first, so the pool does not end waiting on one big file.
+        order = sorted(pending, key=lambda item: -len(item[2]))
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [
+                (item, pool.submit(_lint_one, item[1], item[2], item[3], settings.rule_options))
+                for item in order
+            ]
+            computed = [(item, future.result()) for item, future in futures]
+    else:
+        computed = [
+            (item, _lint_one(item[1], item[2], item[3], settings.rule_options)) for item in pending
+        ]
+    for (index, _display, _data, _slugs, key), result in computed:
+        results[index] = result
+        if cache is not None and key is not None:
+            cache.put(key, result)
+    return [r for r in results if r is not None]
