@@ -48,6 +48,21 @@ def _lint_one(
     return analyze(display, data, [by_slug[s] for s in slugs], options).result
 
 
+def _code_stamp() -> str:
+    """Sizes and mtimes of jaxlint's own modules, so an edited install never serves stale
+    findings (a release bumps the version; a development checkout changes files)."""
+    import jaxlint
+    import jaxlint.rules
+
+    parts = []
+    for package in (jaxlint, jaxlint.rules):
+        for directory in package.__path__:
+            for entry in sorted(Path(directory).rglob("*.py")):
+                stat = entry.stat()
+                parts.append(f"{entry.name}:{stat.st_size}:{stat.st_mtime_ns}")
+    return ",".join(parts)
+
+
 class LintCache:
     """Findings of unchanged files, keyed by content hash, jaxlint version and settings.
 
@@ -55,7 +70,8 @@ class LintCache:
     """
 
     def __init__(self, root: Path, settings_key: str) -> None:
-        digest = hashlib.sha256(f"{__version__}\0{settings_key}".encode()).hexdigest()[:16]
+        stamp = f"{__version__}\0{_code_stamp()}\0{settings_key}"
+        digest = hashlib.sha256(stamp.encode()).hexdigest()[:16]
         self.file = root / ".jaxlint_cache" / __version__ / f"{digest}.json"
         self.entries: dict[str, dict[str, object]] = {}
         self.dirty = False
