@@ -100,6 +100,13 @@ class _EditApplier(cst.CSTTransformer):
             before.extend(edit.before)
             after.extend(edit.after)
             remove = remove or edit.remove
+        if before and not remove:
+            # Blank lines and comments above a statement stay above whatever is inserted
+            # before it, keeping the spacing the author chose.
+            leading = getattr(replacement, "leading_lines", None)
+            if leading:
+                before[0] = before[0].with_changes(leading_lines=[*leading, *before[0].leading_lines])
+                replacement = replacement.with_changes(leading_lines=[])
         nodes = [*before, *([] if remove else [replacement]), *after]
         if not nodes:
             return cst.RemovalSentinel.REMOVE

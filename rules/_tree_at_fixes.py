@@ -131,8 +131,21 @@ def _tree_reads(expr: cst.CSTNode, tree: str) -> list[Path | None]:
     return reads
 
 
-def _has_comment(module: cst.Module, node: cst.CSTNode) -> bool:
-    return "#" in module.code_for_node(node)
+class _CommentCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.comments: list[cst.Comment] = []
+
+    def visit_Comment(self, node: cst.Comment) -> None:
+        self.comments.append(node)
+
+
+def _inner_comments(node: cst.CSTNode) -> list[cst.EmptyLine]:
+    """Comments inside `node` (e.g. between a call's arguments), as lines of their own, so a
+    rewrite that regenerates the call keeps them."""
+    collector = _CommentCollector()
+    node.visit(collector)
+    return [cst.EmptyLine(comment=c) for c in collector.comments]
 
 
 def _comment_lines(line: cst.SimpleStatementLine) -> list[cst.EmptyLine]:
@@ -172,7 +185,7 @@ def chain_fix(module: cst.Module, chain: Sequence[TreeAtCall]) -> Fix | None:
     if overlapping(flat):
         return None
     leaf_codes = {module.code_for_node(c.is_leaf) if c.is_leaf else None for c in chain}
-    if len(leaf_codes) != 1 or any(_has_comment(module, c.call) for c in chain):
+    if len(leaf_codes) != 1:
         return None
     head = chain[0]
     tree = head.target
@@ -210,9 +223,10 @@ def chain_fix(module: cst.Module, chain: Sequence[TreeAtCall]) -> Fix | None:
     func = module.code_for_node(head.call.func)
     text = f"{tree} = " + _layout(func, args, "", unit, len(head.indent) + len(tree) + 3) + "\n"
     statement = cst.parse_statement(text, config=module.config_for_parsing)
-    leading: list[cst.EmptyLine] = list(head.line.leading_lines)
+    leading: list[cst.EmptyLine] = [*head.line.leading_lines, *_inner_comments(head.call)]
     for call in chain[1:]:
         leading.extend(call.line.leading_lines)
+        leading.extend(_inner_comments(call.call))
         leading.extend(_comment_lines(call.line))
     statement = statement.with_changes(
         leading_lines=leading, trailing_whitespace=head.line.trailing_whitespace
@@ -261,7 +275,10 @@ def loop_fix(module: cst.Module, call: TreeAtCall, hoist: Loop) -> Fix | None:
         f"{replacements}.append({module.code_for_node(call.replace)})\n", config=config
     )
     assert isinstance(append_where, cst.SimpleStatementLine)
-    first = call.line.with_changes(body=append_where.body)
+    first = call.line.with_changes(
+        body=append_where.body,
+        leading_lines=[*call.line.leading_lines, *_inner_comments(call.call)],
+    )
 
     start = next(i for i, n in enumerate(call.ancestors) if n is hoist)
     hoist_indent = indentation(call.ancestors[:start], module)

@@ -18,8 +18,8 @@ equinox 0.13), however few nodes it replaces. N calls cost N traversals; one cal
 for name, layer in plan.items():
     model = eqx.tree_at(lambda m: getattr(m, name), model, layer)
 
-model = eqx.tree_at(lambda m: m.encoder, model, encoder)
-model = eqx.tree_at(lambda m: m.decoder.head, model, head)
+net = eqx.tree_at(lambda m: m.encoder, net, encoder)
+net = eqx.tree_at(lambda m: m.decoder.head, net, head)
 ```
 
 Use instead:
@@ -31,7 +31,7 @@ for name, layer in plan.items():
     replacements.append(layer)
 model = eqx.tree_at(lambda m: [w(m) for w in wheres], model, replacements)
 
-model = eqx.tree_at(lambda m: [m.encoder, m.decoder.head], model, [encoder, head])
+net = eqx.tree_at(lambda m: [m.encoder, m.decoder.head], net, [encoder, head])
 ```
 
 The rule stays silent where batching would be wrong: calls on different trees, a later
@@ -185,7 +185,7 @@ class TreeAtBatch(Rule):
         for call in self._calls:
             chain = heads.get(id(call.call))
             if call.loops and call.assigns_back:
-                if not _repeats_on_same_tree(call):
+                if not _repeats_on_same_tree(call, self._calls):
                     continue
                 if chain is not None:
                     fix = chain_fix(module, chain)
@@ -231,17 +231,18 @@ def _chain_is_silent(chain: list[TreeAtCall]) -> bool:
     return paths is not None and overlapping([p for group in paths for p in group])
 
 
-def _repeats_on_same_tree(call: TreeAtCall) -> bool:
+def _repeats_on_same_tree(call: TreeAtCall, calls: list[TreeAtCall]) -> bool:
     """The innermost loop keeps updating one tree and does not stop on what it reads."""
     tree = call.target
+    updates = [c.line for c in calls if c.assigns_back and c.target == tree]
     innermost = call.loops[-1]
-    if assigns_name(innermost, tree, skip=call.line):
+    if assigns_name(innermost, tree, skip=updates):
         return False  # each iteration starts from a different tree
     for loop in call.loops:
         if isinstance(loop, cst.While) and reads_name(loop.test, tree):
             return False
         body = loop.body if isinstance(loop, (cst.For, cst.While)) else loop
-        if contains_exit(body, (cst.Break, cst.Return)) and reads_name(body, tree, skip=call.line):
+        if contains_exit(body, (cst.Break, cst.Return)) and reads_name(body, tree, skip=updates):
             return False
     return True
 
