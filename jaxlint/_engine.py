@@ -167,6 +167,9 @@ def analyze(
     except RecursionError:
         result.error = f"{path}: nested too deeply to analyse"
         return Analysis(result, module)
+    except Exception as error:  # noqa: BLE001 - one file's bug must not stop the run
+        result.error = f"{path}: internal error: {type(error).__name__}: {error} (please report)"
+        return Analysis(result, module)
     if not raw:
         return Analysis(result, module)
     analysis = Analysis(result, module)
