@@ -75,7 +75,7 @@ import libcst as cst
 
 from jaxlint._context import FileContext, Loop
 from jaxlint._jaxapi import TREE_AT
-from jaxlint._nodes import assigns_name, contains_exit, reads_name
+from jaxlint._nodes import assigns_name, contains_exit, free_names, reads_name
 from jaxlint._rule import Applicability, Fix, Rule
 
 from ._tree_at_fixes import chain_fix, chain_paths, indentation, loop_fix, overlapping
@@ -232,12 +232,17 @@ def _chain_is_silent(chain: list[TreeAtCall]) -> bool:
 
 
 def _repeats_on_same_tree(call: TreeAtCall, calls: list[TreeAtCall]) -> bool:
-    """The innermost loop keeps updating one tree and does not stop on what it reads."""
+    """The innermost loop keeps updating one tree, at targets that change from one iteration
+    to the next, and does not stop on what it reads."""
     tree = call.target
     updates = [c.line for c in calls if c.assigns_back and c.target == tree]
     innermost = call.loops[-1]
     if assigns_name(innermost, tree, skip=updates):
         return False  # each iteration starts from a different tree
+    if not any(assigns_name(innermost, name) for name in free_names(call.where)):
+        # The same node every iteration: an accumulation (`m.layers + (new,)`) or "last
+        # wins"; there is nothing to batch.
+        return False
     for loop in call.loops:
         if isinstance(loop, cst.While) and reads_name(loop.test, tree):
             return False
@@ -283,11 +288,39 @@ def _callee(module: cst.Module, call: TreeAtCall) -> str:
     return module.code_for_node(call.call.func)
 
 
+def _iterations(loop: Loop) -> int | None:
+    """How many times a loop runs, when the code says it (`range(6)`, a literal sequence)."""
+    if not isinstance(loop, cst.For):
+        return None
+    source = loop.iter
+    if isinstance(source, (cst.Tuple, cst.List)) and all(
+        isinstance(e, cst.Element) for e in source.elements
+    ):
+        return len(source.elements)
+    if (
+        isinstance(source, cst.Call)
+        and isinstance(source.func, cst.Name)
+        and source.func.value == "range"
+        and len(source.args) == 1
+        and isinstance(source.args[0].value, cst.Integer)
+    ):
+        return int(source.args[0].value.evaluated_value)
+    return None
+
+
 def _loop_message(module: cst.Module, call: TreeAtCall) -> str:
+    count = 1
+    for loop in call.loops:
+        iterations = _iterations(loop)
+        if iterations is None:
+            count = 0
+            break
+        count *= iterations
+    saving = f" ({count} calls: one batched call saves {count - 1} traversals)" if count > 1 else ""
     return (
         f"`{_callee(module, call)}` rebuilds `{call.target}` on every loop iteration, and each "
-        "call traverses the whole pytree; collect the `where`s and replacements and make one "
-        "batched call after the loop"
+        f"call traverses the whole pytree{saving}; collect the `where`s and replacements and "
+        "make one batched call after the loop"
     )
 
 
