@@ -13,7 +13,7 @@ from ._config import Settings
 
 __all__ = ["SourceFile", "discover"]
 
-PYTHON_SUFFIXES = (".py", ".pyi")
+PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
 
 @dataclass(frozen=True)

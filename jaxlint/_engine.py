@@ -7,13 +7,14 @@ import re
 import sys
 import tokenize
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ._context import FileContext
+from ._notebook import NotebookError, NotebookSource, read_notebook
 from ._rule import RawFinding, Rule, node_class
 from ._suppress import is_suppressed
 from ._walk import walk
@@ -50,6 +51,7 @@ class Finding:
     fix: str | None = None  # the fix's applicability ("safe", "unsafe"), None without one
     fix_title: str | None = None
     source_line: str = ""
+    cell: int | None = None  # for notebooks: the 1-based cell; `line` is then within the cell
 
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.line, self.column, self.code)
@@ -143,9 +145,14 @@ def analyze(
 ) -> Analysis:
     """Lint `data` (the bytes of the file at `path`) with `rules`."""
     result = FileResult(path)
+    notebook: NotebookSource | None = None
     try:
-        text, encoding = decode_source(data)
-    except SourceError as error:
+        if path.endswith(".ipynb"):
+            notebook = read_notebook(data)
+            text, encoding = notebook.text, "utf-8"
+        else:
+            text, encoding = decode_source(data)
+    except (SourceError, NotebookError) as error:
         result.error = f"{path}: {error}"
         return Analysis(result)
     if _IGNORE_FILE.search(text) or not any(token in text for token in FAMILY_TOKENS):
@@ -153,7 +160,7 @@ def analyze(
     try:
         module = cst.parse_module(text, config=cst.PartialParserConfig(encoding=encoding))
     except cst.ParserSyntaxError as error:
-        result.findings.append(_syntax_finding(path, text, error))
+        result.findings.append(_locate_in_notebook(_syntax_finding(path, text, error), notebook))
         return Analysis(result)
     except RecursionError:
         result.error = f"{path}: nested too deeply to parse"
@@ -192,10 +199,27 @@ def analyze(
             fix_title=item.fix.title if item.fix else None,
             source_line=lines[span.start.line - 1] if span.start.line <= len(lines) else "",
         )
+        finding = _locate_in_notebook(finding, notebook)
         analysis.raw.append((item, finding))
         result.findings.append(finding)
     result.findings.sort(key=Finding.sort_key)
     return analysis
+
+
+def _locate_in_notebook(finding: Finding, notebook: NotebookSource | None) -> Finding:
+    if notebook is None:
+        return finding
+    cell, line = notebook.locate(finding.line)
+    end_cell, end_line = notebook.locate(finding.end_line)
+    # Fixes are not applied to notebooks, so none is advertised.
+    return replace(
+        finding,
+        cell=cell,
+        line=line,
+        end_line=end_line if end_cell == cell else line,
+        fix=None,
+        fix_title=None,
+    )
 
 
 def _syntax_finding(path: str, text: str, error: cst.ParserSyntaxError) -> Finding:

@@ -154,6 +154,8 @@ def fix_source(
         if analysis.result.error:
             outcome.error = analysis.result.error
             return outcome
+        if path.endswith(".ipynb"):
+            return outcome  # notebooks are reported, not rewritten
         if analysis.module is None or any(f.code == SYNTAX_ERROR_CODE for f in outcome.remaining):
             return outcome
         candidates = [

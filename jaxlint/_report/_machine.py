@@ -10,8 +10,8 @@ from .._engine import Finding
 
 
 def finding_dict(finding: Finding) -> dict[str, Any]:
-    """The JSON object of one finding (the schema in DESIGN.md)."""
-    return {
+    """The JSON object of one finding (the schema in DESIGN.md; notebooks add `cell`)."""
+    data = {
         "path": finding.path,
         "line": finding.line,
         "column": finding.column,
@@ -22,6 +22,9 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
         "message": finding.message,
         "fix": None if finding.fix is None else {"applicability": finding.fix, "title": finding.fix_title},
     }
+    if finding.cell is not None:
+        data["cell"] = finding.cell
+    return data
 
 
 def render_json(findings: Sequence[Finding], stream: TextIO) -> None:

@@ -26,8 +26,9 @@ def _console(stream: TextIO, color: bool) -> Console:
 
 def _header(f: Finding) -> str:
     fixable = " [bold cyan]\\[*][/]" if f.fix == "safe" else ""
+    cell = f"cell {f.cell}[cyan]:[/]" if f.cell is not None else ""
     return (
-        f"[bold]{escape(f.path)}[/][cyan]:[/]{f.line}[cyan]:[/]{f.column}[cyan]:[/] "
+        f"[bold]{escape(f.path)}[/][cyan]:[/]{cell}{f.line}[cyan]:[/]{f.column}[cyan]:[/] "
         f"[bold red]{f.code}[/]{fixable} [dim]\\[{f.rule}][/] {escape(f.message)}"
     )
 

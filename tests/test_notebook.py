@@ -1,0 +1,69 @@
+"""Notebooks: code cells are linted, findings point at a cell, broken JSON is one error line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from jaxlint._cli import cli
+from jaxlint._engine import analyze
+from jaxlint._notebook import read_notebook
+from jaxlint.rules import TreeAtBatch
+
+
+def _notebook(*cells: tuple[str, str]) -> bytes:
+    return json.dumps(
+        {
+            "cells": [{"cell_type": kind, "source": source, "metadata": {}} for kind, source in cells],
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    ).encode()
+
+
+LOOP = "for where, value in updates:\n    model = eqx.tree_at(where, model, value)\n"
+
+
+def test_finding_is_located_in_its_cell() -> None:
+    data = _notebook(
+        ("markdown", "# Surgery"),
+        ("code", ["%load_ext autoreload\n", "import equinox as eqx\n"]),
+        ("code", LOOP),
+    )
+    findings = analyze("nb.ipynb", data, [TreeAtBatch]).result.findings
+    assert [(f.cell, f.line, f.column) for f in findings] == [(3, 2, 13)]
+    assert findings[0].fix is None  # notebooks are not rewritten, so no fix is advertised
+
+
+def test_ipython_syntax_is_not_a_syntax_error() -> None:
+    source = read_notebook(
+        _notebook(
+            ("code", "!pip install equinox\n%time x = 1\nx?\n"),
+            ("code", "%%bash\nls -la | wc\n"),
+            ("code", "%%time\nimport jax\n"),
+        )
+    )
+    assert source.text.splitlines() == ["pass", "pass", "pass", "", "", "pass", "import jax"]
+
+
+def test_broken_notebook_is_one_error_line_and_the_run_goes_on(tmp_path: Path) -> None:
+    (tmp_path / "broken.ipynb").write_text('{"cells": [', encoding="utf-8")
+    (tmp_path / "model.py").write_text("import equinox as eqx\n" + LOOP, encoding="utf-8")
+    result = CliRunner().invoke(cli, ["check", "--no-cache", "--output-format", "concise", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "model.py:3:13: JL003" in result.stdout
+    errors = [line for line in result.stderr.splitlines() if line]
+    assert len(errors) == 1 and "broken.ipynb: broken notebook: invalid JSON" in errors[0]
+    assert "Traceback" not in result.output
+
+
+def test_fix_leaves_notebooks_untouched(tmp_path: Path) -> None:
+    notebook = tmp_path / "nb.ipynb"
+    data = _notebook(("code", "import equinox as eqx\n" + LOOP))
+    notebook.write_bytes(data)
+    result = CliRunner().invoke(cli, ["fix", "--unsafe-fixes", str(notebook)])
+    assert result.exit_code == 1  # the finding remains
+    assert notebook.read_bytes() == data
