@@ -62,7 +62,11 @@ def _rules(
     settings: Settings, select: Sequence[str], ignore: Sequence[str], extend_select: Sequence[str]
 ) -> tuple[type[Rule], ...]:
     if select:
+        # As in ruff, a selection on the command line starts afresh: the configuration's
+        # `ignore` and `extend-select` refine the configuration's `select`, not this one.
         settings.select = _split(select)
+        settings.ignore = []
+        settings.extend_select = []
     if extend_select:
         settings.extend_select = [*settings.extend_select, *_split(extend_select)]
     if ignore:
