@@ -2,11 +2,14 @@
 
 A comment on the first or the last line of the reported code suppresses it. Codes and slugs
 are both accepted; `# noqa: E501` (another tool's code) does not suppress jaxlint findings.
+Only real comments count: `"# noqa"` inside a string literal suppresses nothing.
 """
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from collections.abc import Sequence
 
 
@@ -32,11 +35,44 @@ def parse_suppression(line: str) -> frozenset[str] | None:
     return frozenset(found) if found else None
 
 
+# The comments of the last file asked about: `is_suppressed` is called once per finding with
+# the same list of lines, and tokenizing is only needed when a line looks suppressed.
+_last: tuple[Sequence[str], dict[int, str] | None] | None = None
+
+
+def _comments(lines: Sequence[str]) -> dict[int, str] | None:
+    """The comment text on each line (1-based) of `lines`; None when they do not tokenize."""
+    global _last
+    if _last is not None and _last[0] is lines:
+        return _last[1]
+    comments: dict[int, str] | None = {}
+    try:
+        text = "\n".join(lines) + "\n"
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                comments[token.start[0]] = token.string  # type: ignore[index]
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        comments = None
+    _last = (lines, comments)
+    return comments
+
+
+def _line_suppression(lines: Sequence[str], number: int) -> frozenset[str] | None:
+    codes = parse_suppression(lines[number - 1])
+    if codes is None:
+        return None  # the cheap, common case: nothing that looks like a suppression
+    comments = _comments(lines)
+    if comments is None:
+        return codes  # cannot tell comments from strings: trust the line as written
+    comment = comments.get(number)
+    return parse_suppression(comment) if comment is not None else None
+
+
 def is_suppressed(lines: Sequence[str], start: int, end: int, code: str, slug: str) -> bool:
     """Whether a finding of `code`/`slug` spanning lines `start..end` (1-based) is suppressed."""
     for number in {start, end}:
         if 1 <= number <= len(lines):
-            codes = parse_suppression(lines[number - 1])
+            codes = _line_suppression(lines, number)
             if codes is not None and (codes is ALL or code.lower() in codes or slug in codes):
                 return True
     return False
