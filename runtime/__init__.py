@@ -4,4 +4,39 @@ Needs `pip install "jaxlint[runtime]"` (jax, jaxlib, equinox). The helpers land 
 issues that introduce them; importing this package never imports jax by itself.
 """
 
-__all__: list[str] = []
+from ._benchmark import (
+    BenchmarkResult as BenchmarkResult,
+    BenchmarkWarning as BenchmarkWarning,
+    ComparisonResult as ComparisonResult,
+    benchmark as benchmark,
+    compare as compare,
+)
+from ._compile import (
+    CompileCounter as CompileCounter,
+    assert_max_compiles as assert_max_compiles,
+    count_compiles as count_compiles,
+)
+from ._host_sync import (
+    HostSync as HostSync,
+    HostSyncCounter as HostSyncCounter,
+    HostSyncError as HostSyncError,
+    count_host_syncs as count_host_syncs,
+    no_host_sync as no_host_sync,
+)
+
+
+__all__: list[str] = [
+    "BenchmarkResult",
+    "BenchmarkWarning",
+    "ComparisonResult",
+    "benchmark",
+    "compare",
+    "CompileCounter",
+    "assert_max_compiles",
+    "count_compiles",
+    "HostSync",
+    "HostSyncCounter",
+    "HostSyncError",
+    "count_host_syncs",
+    "no_host_sync",
+]
