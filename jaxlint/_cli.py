@@ -166,7 +166,8 @@ def check(
     else:
         render(findings, output_format, stdout, color=color)
     if output_format in ("text", "concise") and not quiet and not statistics:
-        click.echo(_summary(findings))
+        if findings or not errors:  # never "All checks passed!" when a file could not be checked
+            click.echo(_summary(findings))
     _print_errors(errors)
     if errors:
         sys.exit(EXIT_ERROR)
@@ -253,7 +254,7 @@ def fix(
         verb = "Would fix" if diff else "Fixed"
         if applied:
             click.echo(f"{verb} {applied} finding{'s' if applied != 1 else ''} in {fixed_files} file{'s' if fixed_files != 1 else ''}.", err=diff)
-        if not diff:
+        if not diff and (remaining or not errors):
             click.echo(_summary(remaining, unsafe_hint=not unsafe_fixes))
     _print_errors(errors)
     if errors:
