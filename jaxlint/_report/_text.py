@@ -45,9 +45,12 @@ def render_text(findings: Sequence[Finding], stream: TextIO, *, color: bool) -> 
         console.print(_header(f))
         if f.source_line:
             gutter = " " * len(str(f.line))
-            line = f.source_line.expandtabs(4).rstrip()
-            start = max(f.column - 1, 0)
-            width = (f.end_column - f.column) if f.end_line == f.line else len(line) - start
+            raw = f.source_line.rstrip()
+            line = raw.expandtabs(4)
+            # Columns count characters; the caret goes under them once tabs are expanded.
+            start = len(raw[: max(f.column - 1, 0)].expandtabs(4))
+            end = len(raw[: max(f.end_column - 1, 0)].expandtabs(4)) if f.end_line == f.line else len(line)
+            width = end - start
             console.print(f"[blue]{gutter} |[/]")
             console.print(f"[blue]{f.line} |[/] {escape(line)}")
             console.print(f"[blue]{gutter} |[/] {' ' * start}[bold red]{'^' * max(width, 1)}[/]")
