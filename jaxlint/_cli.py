@@ -7,6 +7,7 @@ configuration, input or internal error.
 from __future__ import annotations
 
 import difflib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -78,6 +79,9 @@ def _rules(
 
 
 def _use_color(stream: object) -> bool:
+    """Colour only on a terminal, and never when `NO_COLOR` is set (https://no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return False
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
 
