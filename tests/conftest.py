@@ -12,3 +12,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="Rewrite the golden bad_*.fixed.py files from the current fixes (review the diff).",
     )
+
+
+@pytest.fixture
+def run_cli(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """Run the `jaxlint` click group in-process, with `tmp_path` as the working directory.
+
+    Returns a function `run_cli(*args)` giving click's `Result` (`exit_code`, `stdout`,
+    `stderr`). An exception other than `SystemExit` escaping the CLI is re-raised: users
+    would have seen it as a traceback.
+    """
+    from click.testing import CliRunner
+
+    from jaxlint._cli import cli
+
+    monkeypatch.chdir(tmp_path)
+
+    def invoke(*args: object):  # type: ignore[no-untyped-def]
+        result = CliRunner().invoke(cli, [str(a) for a in args])
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        return result
+
+    return invoke
