@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import itertools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,20 +88,41 @@ class Settings:
         its path relative to the project root)."""
         name = path.name
         relative = _relative(path, self.root)
-        return any(
-            fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(relative, pattern)
-            for pattern in self.exclude
-        )
+        for pattern in self.exclude:
+            if pattern.endswith("/"):  # `generated/`: directories only
+                pattern = pattern.rstrip("/")
+                if not pattern or not path.is_dir():
+                    continue
+            if glob_match(name, pattern) or glob_match(relative, pattern):
+                return True
+        return False
 
     def ignored_for(self, path: Path) -> frozenset[type[Rule]]:
         """Rules that `per-file-ignores` turns off for `path`."""
         relative = _relative(path, self.root)
         ignored: set[type[Rule]] = set()
         for pattern, selectors in self.per_file_ignores.items():
-            if fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(path.name, pattern):
+            if glob_match(relative, pattern) or glob_match(path.name, pattern):
                 for selector in selectors:
                     ignored.update(expand(selector))
         return frozenset(ignored)
+
+
+def glob_match(text: str, pattern: str) -> bool:
+    """fnmatch (`*` also crosses `/`, as in ruff's globs), where `**/` also matches no
+    directory at all: `**/generated/*` matches `generated/a.py`, `tests/**/*.py` matches
+    `tests/test_a.py`."""
+    if fnmatch.fnmatchcase(text, pattern):
+        return True
+    parts = pattern.split("**/")
+    if len(parts) == 1 or len(parts) > 5:
+        return False
+    # Each `**/` is either one or more directories (fnmatch's reading, tried above) or none.
+    for keep in itertools.product(("**/", ""), repeat=len(parts) - 1):
+        variant = parts[0] + "".join(k + p for k, p in zip(keep, parts[1:]))
+        if fnmatch.fnmatchcase(text, variant):
+            return True
+    return False
 
 
 def _relative(path: Path, root: Path) -> str:
