@@ -173,6 +173,34 @@ def test_exclude_and_extend_exclude(tmp_path: Path, run_cli) -> None:
     assert reported(check(run_cli, ".")) == ["legacy/new_model.py", "src/model.py"]
 
 
+def test_double_star_globs_match_zero_directories(tmp_path: Path, run_cli) -> None:
+    config(
+        tmp_path,
+        'extend-exclude = ["**/generated/*", "docs/**"]\n'
+        '[tool.jaxlint.per-file-ignores]\n"tests/**/*.py" = ["JL003"]\n',
+    )
+    for name in (
+        "generated/a.py",
+        "src/generated/b.py",
+        "docs/conf.py",
+        "docs/api/gen.py",
+        "tests/test_top.py",
+        "tests/unit/test_deep.py",
+        "src/model.py",
+        "src/regenerated/c.py",
+    ):
+        write(tmp_path / name, LOOP)
+    assert reported(check(run_cli, ".")) == ["src/model.py", "src/regenerated/c.py"]
+
+
+def test_trailing_slash_excludes_directories(tmp_path: Path, run_cli) -> None:
+    config(tmp_path, 'extend-exclude = ["generated/"]\n')
+    write(tmp_path / "generated" / "a.py", LOOP)
+    write(tmp_path / "src" / "generated" / "b.py", LOOP)
+    write(tmp_path / "src" / "c.py", LOOP)
+    assert reported(check(run_cli, ".")) == ["src/c.py"]
+
+
 def test_exclude_replaces_the_defaults(tmp_path: Path, run_cli) -> None:
     config(tmp_path, 'exclude = ["generated"]\n')
     write(tmp_path / "generated" / "a.py", LOOP)
