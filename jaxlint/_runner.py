@@ -76,9 +76,11 @@ class LintCache:
         self.entries: dict[str, dict[str, object]] = {}
         self.dirty = False
         try:
-            self.entries = json.loads(self.file.read_text(encoding="utf-8"))
+            entries = json.loads(self.file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            self.entries = {}
+            entries = {}
+        # A cache is only ever a shortcut: one that is not what `save` writes is ignored.
+        self.entries = entries if isinstance(entries, dict) else {}
 
     @staticmethod
     def key(display: str, data: bytes) -> str:
@@ -88,8 +90,12 @@ class LintCache:
         entry = self.entries.get(key)
         if entry is None:
             return None
-        findings = [Finding(**f) for f in entry["findings"]]  # type: ignore[union-attr]
-        return FileResult(str(entry["path"]), findings)
+        try:
+            findings = [Finding(**f) for f in entry["findings"]]  # type: ignore[index, union-attr]
+            return FileResult(str(entry["path"]), findings)  # type: ignore[index]
+        except (KeyError, TypeError, ValueError):
+            del self.entries[key]  # corrupt: lint the file again and rewrite the entry
+            return None
 
     def put(self, key: str, result: FileResult) -> None:
         if result.error is not None:
