@@ -540,3 +540,54 @@ def test_no_cache_neither_reads_nor_writes(tmp_path: Path, run_cli, monkeypatch)
     monkeypatch.setattr(_runner, "_lint_one", lambda display, *rest: FileResult(display))
     assert run_cli("check", "--no-cache", ".").exit_code == 0
     assert run_cli("check", ".").exit_code == 1
+
+
+def test_fix_json_output_is_only_the_remaining_findings(tmp_path: Path, run_cli) -> None:
+    write(tmp_path / "both.py", BOTH)
+    result = run_cli("fix", "--output-format", "json", "both.py")
+    assert result.exit_code == 1
+    remaining = findings(result)  # stdout is pure JSON
+    assert [(f["line"], f["fix"]["applicability"]) for f in remaining] == [(6, "unsafe")]
+
+
+def test_fix_reports_a_file_it_cannot_write(tmp_path: Path, run_cli, monkeypatch) -> None:
+    from jaxlint import _fixer
+
+    path = write(tmp_path / "bad.py", CHAIN)
+
+    def refuse(path: str, data: bytes) -> None:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(_fixer, "write_atomic", refuse)
+    result = run_cli("fix", "bad.py")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "jaxlint: error: bad.py: cannot write: Permission denied"
+    assert path.read_text() == CHAIN
+
+
+def test_a_file_named_twice_is_linted_once(tmp_path: Path, run_cli) -> None:
+    write(tmp_path / "pkg" / "bad.py", LOOP)
+    result = run_cli("check", "--output-format", "json", "pkg", "pkg/bad.py", "./pkg/bad.py", "pkg/")
+    assert len(findings(result)) == 1
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["", "{not json", "[]", "null", '{"x": 1}', '{"x": {"path": "p"}}', "\x00\xff"],
+    ids=["empty", "truncated", "list", "null", "bad-entry", "partial-entry", "binary"],
+)
+def test_a_corrupt_cache_is_ignored(tmp_path: Path, run_cli, content: str) -> None:
+    write(tmp_path / "bad.py", LOOP)
+    first = run_cli("check", ".")
+    cache_files = list((tmp_path / ".jaxlint_cache").rglob("*.json"))
+    assert cache_files
+    for cache_file in cache_files:
+        data = json.loads(cache_file.read_text())
+        if content.startswith("{") and '"x"' in content:
+            # Break the entry the next run will look up, keeping the file valid JSON.
+            broken = {key: json.loads(content)["x"] for key in data}
+            cache_file.write_text(json.dumps(broken))
+        else:
+            cache_file.write_text(content, encoding="latin-1")
+    second = run_cli("check", ".")
+    assert (second.exit_code, second.stdout) == (first.exit_code, first.stdout)
