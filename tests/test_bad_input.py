@@ -347,6 +347,18 @@ def test_non_python_file_passed_explicitly(tmp_path: Path, run_cli) -> None:
     assert "Traceback" not in markdown.output
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_fifo_is_not_read(tmp_path: Path, run_cli) -> None:
+    os.mkfifo(tmp_path / "pipe.py")
+    write(tmp_path / "good.py", LOOP)
+    walked = run_cli("check", "--output-format", "concise", ".")  # would hang if opened
+    assert walked.exit_code == 1
+    assert walked.stderr == ""
+    explicit = run_cli("check", "pipe.py")
+    assert explicit.exit_code == 2
+    assert explicit.stderr.strip() == "jaxlint: error: pipe.py: not a regular file or directory"
+
+
 def test_directory_without_python_files(tmp_path: Path, run_cli) -> None:
     write(tmp_path / "data" / "x.csv", "a,b\n")
     result = run_cli("check", "data")

@@ -302,6 +302,7 @@ def test_fix_writes_the_file(tmp_path: Path, run_cli) -> None:
     assert text.count("tree_at") == 1
     assert "Fixed 1 finding in 1 file" in result.stdout
     assert run_cli("check", "bad.py").exit_code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".jaxlint_cache", "bad.py"]  # no temp files
 
 
 def test_fix_diff_writes_nothing_and_prints_a_unified_diff(tmp_path: Path, run_cli) -> None:
