@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 import time
 import warnings
@@ -19,11 +20,21 @@ class BenchmarkWarning(UserWarning):
     """A benchmark measured something other than steady-state run time (compiles while timing)."""
 
 
-def _fmt(seconds: float) -> str:
+def _unit(seconds: float) -> tuple[str, float]:
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
+            return unit, scale
+    return "ns", 1e-9
+
+
+def _fmt(seconds: float) -> str:
+    unit, scale = _unit(seconds)
+    return f"{seconds / scale:.3g} {unit}"
+
+
+def _fmt_range(lo: float, hi: float) -> str:
+    unit, scale = _unit(hi)
+    return f"{lo / scale:.3g}–{hi / scale:.3g} {unit}"
 
 
 def _quartiles(values: Sequence[float]) -> tuple[float, float]:
@@ -105,15 +116,15 @@ class BenchmarkResult:
         """A `rich.table.Table` of the result."""
         from rich.table import Table
 
-        table = Table(title=f"{self.name} on {self.device_kind} ({self.platform})")
-        for column in ("median", "min", "max", "IQR", "trials", "first call", "compiles timed"):
-            table.add_column(column, justify="right")
-        q1, q3 = self.iqr
+        device = self.device_kind if self.device_kind == self.platform else f"{self.device_kind} ({self.platform})"
+        table = Table(title=f"{self.name} on {device}", caption="compiles: inside the timed region (want 0)")
+        for column in ("median", "min", "max", "IQR", "trials", "1st call", "compiles"):
+            table.add_column(column, justify="right", no_wrap=True)
         compiles = str(self.compiles_in_timed_region)
         if self.compiles_in_timed_region:
             compiles = f"[bold red]{compiles}[/]"
         table.add_row(
-            _fmt(self.median), _fmt(self.min), _fmt(self.max), f"{_fmt(q1)} – {_fmt(q3)}",
+            _fmt(self.median), _fmt(self.min), _fmt(self.max), _fmt_range(*self.iqr),
             str(self.trials), _fmt(self.warmup_times[0]) if self.warmup_times else "-", compiles,
         )  # fmt: skip
         return table
@@ -130,7 +141,7 @@ class ComparisonResult:
     interleaved round). **Properties:** `ratio` = `a.median / b.median`, so above 1 means `b` is
     faster ("speed-up of b over a"); `paired_ratio`, the median of `round_ratios`; `spread`, the
     first and third quartiles of `round_ratios` (half the rounds fall inside); `min_ratio` =
-    `a.min / b.min`. When `ratio` is outside `spread`, the two are not clearly different.
+    `a.min / b.min`. When `spread` straddles 1, neither is clearly faster.
     """
 
     a: BenchmarkResult
@@ -177,13 +188,16 @@ class ComparisonResult:
         from rich.table import Table
 
         table = Table(title=f"{self.a.name} vs {self.b.name} on {self.a.device_kind}")
-        for column in ("", "median", "min", "max", "trials", "compiles timed"):
-            table.add_column(column, justify="right")
+        for column in ("", "median", "min", "max", "trials", "compiles"):
+            table.add_column(column, justify="right", no_wrap=True)
         for r in (self.a, self.b):
             table.add_row(r.name, _fmt(r.median), _fmt(r.min), _fmt(r.max), str(r.trials), str(r.compiles_in_timed_region))
         lo, hi = self.spread
         table.add_row(f"{self.a.name} / {self.b.name}", f"{self.ratio:.3g}x", f"{self.min_ratio:.3g}x", "", "", "")
-        table.caption = f"ratio of medians; per-round ratios: median {self.paired_ratio:.3g}x, IQR {lo:.3g}–{hi:.3g}x"
+        table.caption = (
+            f"ratio: of medians (min column: of minima); per-round ratios: median {self.paired_ratio:.3g}x, "
+            f"IQR {lo:.3g}–{hi:.3g}x; compiles: inside the timed region (want 0)"
+        )
         return table
 
     def __rich__(self) -> Any:
@@ -265,6 +279,7 @@ def _warn_if_compiled(result: BenchmarkResult) -> None:
 
 def benchmark(
     fn: Callable[..., Any],
+    /,
     *args: Any,
     warmup: int = 2,
     trials: int = 20,
@@ -304,7 +319,8 @@ def benchmark(
     - `min_time`: keyword-only, keep timing until the timed calls add up to this many seconds.
     - `name`: keyword-only, the label in the result (default: `fn`'s qualified name).
 
-    These four names are taken by `benchmark`; pass them to `fn` with `functools.partial`.
+    These four keyword names are taken by `benchmark` (`fn` is positional-only, so `fn=` reaches
+    `fn`); pass them to `fn` with `functools.partial`.
 
     **Returns:**
 
@@ -338,6 +354,7 @@ def benchmark(
 def compare(
     a: Callable[..., Any],
     b: Callable[..., Any],
+    /,
     *args: Any,
     warmup: int = 2,
     trials: int = 20,
@@ -397,7 +414,7 @@ def compare(
             else:
                 tb = vb.call(args, kwargs, counter, timed=True)
                 ta = va.call(args, kwargs, counter, timed=True)
-            ratios.append(ta / tb)
+            ratios.append(ta / tb if tb > 0 else math.inf)
             total_a += ta
             total_b += tb
             rounds += 1
