@@ -301,8 +301,20 @@ def benchmark(
     !!! Example
 
         ```python
-        result = jaxlint.runtime.benchmark(step, params, batch, trials=50)
-        print(result.median, result.compiles_in_timed_region)
+        import json
+        import jax
+        import jax.numpy as jnp
+        import rich
+        from jaxlint.runtime import benchmark
+
+        @jax.jit
+        def step(w, x):
+            return jnp.tanh(x @ w)
+
+        w, x = jnp.ones((256, 256)), jnp.ones((64, 256))
+        result = benchmark(step, w, x, trials=50)
+        print(result)  # step: median ... over 50 trials on cpu
+        assert result.compiles_in_timed_region == 0
         rich.print(result)  # a table
         json.dumps(result.to_dict())
         ```
@@ -371,8 +383,19 @@ def compare(
     !!! Example
 
         ```python
-        c = jaxlint.runtime.compare(step_looped, step_batched, model)
-        print(f"{c.ratio:.2f}x faster, per-round IQR {c.spread}")
+        import jax
+        import jax.numpy as jnp
+        from jaxlint.runtime import compare
+
+        def eager(x):
+            for _ in range(8):
+                x = jnp.sin(x)  # one dispatch per op
+            return x
+
+        x = jnp.ones((128, 128))
+        c = compare(eager, jax.jit(eager), x, names=("eager", "jit"))
+        lo, hi = c.spread
+        print(f"jit is {c.ratio:.1f}x faster (half the rounds between {lo:.1f}x and {hi:.1f}x)")
         ```
 
     **Arguments:**

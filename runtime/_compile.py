@@ -235,11 +235,15 @@ def count_compiles(*, explain: bool = False, this_thread: bool = False) -> Compi
     !!! Example
 
         ```python
+        import jax
+        import jax.numpy as jnp
+        from jaxlint.runtime import count_compiles
+
         @jax.jit
         def step(x):
             return x * 2
 
-        with jaxlint.runtime.count_compiles() as c:
+        with count_compiles() as c:
             step(jnp.zeros(4))
             step(jnp.zeros(4))  # cached: no compile
             step(jnp.zeros(7))  # new shape: compiles again
@@ -290,13 +294,19 @@ class assert_max_compiles:  # noqa: N801 - used like a function, as a context ma
     !!! Example
 
         ```python
-        with jaxlint.runtime.assert_max_compiles(1, name="step"):
+        import jax
+        import jax.numpy as jnp
+        from jaxlint.runtime import assert_max_compiles
+
+        @assert_max_compiles(1)  # over all calls, for the life of the function
+        @jax.jit
+        def step(x):
+            return x * 2
+
+        batches = [jnp.ones(4), jnp.ones(4), jnp.ones(4)]  # a ragged last batch would fail
+        with assert_max_compiles(1, name=step):  # in this block only, `step` only
             for batch in batches:
                 step(batch)
-
-        @jaxlint.runtime.assert_max_compiles(1)
-        @jax.jit
-        def step(x): ...
         ```
 
     **Arguments:**

@@ -253,11 +253,17 @@ def count_host_syncs() -> HostSyncCounter:
     !!! Example
 
         ```python
-        with jaxlint.runtime.count_host_syncs() as syncs:
-            for batch in batches:
-                loss = step(batch)
-                losses.append(float(loss))
-        assert syncs.by_kind == {"float()": len(batches)}
+        import jax
+        import jax.numpy as jnp
+        from jaxlint.runtime import count_host_syncs
+
+        step = jax.jit(lambda w, b: (w - 0.1 * b, jnp.sum(w * b)))
+        w, batches, losses = jnp.ones(3), [jnp.ones(3)] * 4, []
+        with count_host_syncs() as syncs:
+            for b in batches:
+                w, loss = step(w, b)
+                losses.append(float(loss))  # waits for the step, every step
+        assert syncs.by_kind == {"float()": 4}
         ```
 
     What it sees: calls on `jax.Array` of `__array__`, `.item()`, `.tolist()`, `.tobytes()`,
@@ -306,9 +312,15 @@ def no_host_sync() -> HostSyncCounter:
     !!! Example
 
         ```python
-        with jaxlint.runtime.no_host_sync():
-            for batch in batches:
-                state, loss = step(state, batch)
+        import jax
+        import jax.numpy as jnp
+        from jaxlint.runtime import no_host_sync
+
+        step = jax.jit(lambda w, b: (w - 0.1 * b, jnp.sum(w * b)))
+        w, batches, losses = jnp.ones(3), [jnp.ones(3)] * 4, []
+        with no_host_sync():
+            for b in batches:
+                w, loss = step(w, b)
                 losses.append(loss)  # fine: stays on the device
         print(jax.device_get(losses))  # one sync, after the block
         ```

@@ -153,3 +153,22 @@ def test_compare_times_jax_work_blocked(matmul_chain) -> None:  # type: ignore[n
     result = compare(twice, chain, x, warmup=1, trials=3)
     assert 1.3 < result.ratio < 3.5, result
     assert result.a.compiles_in_timed_region == result.b.compiles_in_timed_region == 0
+
+
+@pytest.mark.parametrize("name", ["benchmark", "compare"])
+def test_docstring_examples_run(name: str) -> None:
+    _run_examples(name)
+
+
+def _run_examples(name: str) -> None:
+    """Run every ```python block of a public helper's docstring."""
+    import re
+
+    import jaxlint.runtime as runtime
+
+    blocks = re.findall(r"```python\n(.*?)```", getattr(runtime, name).__doc__, flags=re.S)
+    assert blocks
+    for block in blocks:
+        lines = block.splitlines()
+        indent = min(len(line) - len(line.lstrip()) for line in lines if line.strip())
+        exec("\n".join(line[indent:] for line in lines), {})

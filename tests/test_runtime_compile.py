@@ -240,3 +240,22 @@ def test_assert_max_compiles_restores_config_and_logging_and_keeps_exceptions() 
 def test_assert_max_compiles_rejects_a_negative_limit() -> None:
     with pytest.raises(ValueError, match="n must be"):
         assert_max_compiles(-1)
+
+
+@pytest.mark.parametrize("name", ["count_compiles", "assert_max_compiles"])
+def test_docstring_examples_run(name: str) -> None:
+    _run_examples(name)
+
+
+def _run_examples(name: str) -> None:
+    """Run every ```python block of a public helper's docstring."""
+    import re
+
+    import jaxlint.runtime as runtime
+
+    blocks = re.findall(r"```python\n(.*?)```", getattr(runtime, name).__doc__, flags=re.S)
+    assert blocks
+    for block in blocks:
+        lines = block.splitlines()
+        indent = min(len(line) - len(line.lstrip()) for line in lines if line.strip())
+        exec("\n".join(line[indent:] for line in lines), {})
