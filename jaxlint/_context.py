@@ -8,12 +8,14 @@ file that no rule asks about costs nothing beyond the walk.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import libcst as cst
 
 from . import _jaxapi
+from ._nodes import iter_subtree
 from ._scope import (
     Scope,
     dotted_name,
@@ -28,6 +30,7 @@ from ._scope import (
 __all__ = ["FileContext", "Loop"]
 
 _SCOPE_NODES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+_GLOBAL = re.compile(r"\bglobal\b")
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 Loop = cst.For | cst.While | cst.ListComp | cst.SetComp | cst.DictComp | cst.GeneratorExp
@@ -50,46 +53,75 @@ class FileContext:
         self.source = source
         self.module = module
         self.ancestors: list[cst.CSTNode] = []
-        self._module_scope = module_scope(module)
+        self._has_walrus = ":=" in source
+        self._module_scope = module_scope(module, walrus=self._has_walrus)
         self._scopes: dict[cst.CSTNode, Scope] = {}
+        if _GLOBAL.search(source):
+            self._note_global_rebindings()
         self._loop_bindings: dict[cst.CSTNode, frozenset[str]] = {}
         self._functions: dict[cst.FunctionDef, FunctionInfo] = {}
         self._aliases: list[tuple[str, str]] = []
         self._imports_seen = 0
         self._spellings: dict[tuple[frozenset[str], int], frozenset[str]] = {}
 
+    def _note_global_rebindings(self) -> None:
+        """`global x` then `x = ...` in a function rebinds the module's `x`."""
+        for node in iter_subtree(self.module):
+            if isinstance(node, cst.FunctionDef):
+                scope = self._scope_of(node)
+                rebound = scope.global_names & (scope.bindings | set(scope.imports))
+                self._module_scope.bindings.update(rebound)
+
     # -- names ---------------------------------------------------------------------------
 
     def _scope_of(self, node: cst.CSTNode) -> Scope:
         scope = self._scopes.get(node)
         if scope is None:
-            scope = self._scopes[node] = function_scope(node)  # type: ignore[arg-type]
+            scope = self._scopes[node] = function_scope(node, walrus=self._has_walrus)  # type: ignore[arg-type]
         return scope
 
     def resolve(
-        self, expr: cst.BaseExpression, ancestors: Sequence[cst.CSTNode] | None = None
+        self,
+        expr: cst.BaseExpression,
+        ancestors: Sequence[cst.CSTNode] | None = None,
+        *,
+        anchor: cst.CSTNode | None = None,
     ) -> str | None:
         """The qualified name `expr` refers to through imports (`eqx.tree_at` →
         `equinox.tree_at`), or None when it is not an imported name or is rebound.
 
-        `ancestors` defaults to those of the node being visited.
+        `ancestors` defaults to those of the node being visited; `anchor` is the child of the
+        last ancestor that contains `expr` (default: `expr` itself, right when `expr` is the
+        visited node or lies inside it).
         """
         name = dotted_name(expr)
         if name is None:
             return None
         head, _, rest = name.partition(".")
-        target = self._lookup(head, self.ancestors if ancestors is None else ancestors)
+        path = [*(self.ancestors if ancestors is None else ancestors), anchor or expr]
+        target = self._lookup(head, path)
         if target is None:
             return None
         return f"{target}.{rest}" if rest else target
 
-    def _lookup(self, head: str, ancestors: Sequence[cst.CSTNode]) -> str | None:
+    def _lookup(self, head: str, path: Sequence[cst.CSTNode]) -> str | None:
+        """Look `head` up from the end of `path` outwards, in Python's scoping order: a
+        def's decorators, defaults and annotations, a class's bases and a comprehension's
+        first iterable belong to the enclosing scope; class bodies are invisible to the
+        functions and comprehensions inside them."""
         innermost = True
-        for node in reversed(ancestors):
-            if not isinstance(node, _SCOPE_NODES):
-                continue
-            # A class body's names are not visible from the functions inside it.
-            if isinstance(node, cst.ClassDef) and not innermost:
+        for index in range(len(path) - 2, -1, -1):
+            node, child = path[index], path[index + 1]
+            if isinstance(node, _SCOPE_NODES):
+                if child is not node.body:
+                    continue
+                if isinstance(node, cst.ClassDef) and not innermost:
+                    continue
+            elif isinstance(node, _COMPREHENSIONS):
+                first = node.for_in
+                if child is first and index + 2 < len(path) and path[index + 2] is first.iter:
+                    continue
+            else:
                 continue
             innermost = False
             bound, target = self._scope_of(node).lookup(head)
@@ -99,8 +131,9 @@ class FileContext:
         return target if bound else None
 
     def resolve_call(self, call: cst.Call) -> str | None:
-        """The qualified name of the function `call` calls, if it is an imported name."""
-        return self.resolve(call.func)
+        """The qualified name of the function `call` calls, if it is an imported name.
+        `call` must be the node being visited or inside it."""
+        return self.resolve(call.func, anchor=call)
 
     def is_call_to(self, call: cst.Call, names: frozenset[str]) -> bool:
         """Whether `call` calls one of the qualified `names`. Cheap when it does not: the
@@ -114,7 +147,7 @@ class FileContext:
             return False
         if last not in self.local_names_for(names):
             return False
-        return self.resolve(func) in names
+        return self.resolve(func, anchor=call) in names
 
     def local_names_for(self, names: frozenset[str]) -> frozenset[str]:
         """Every last segment under which something in `names` can be spelled in this file
@@ -156,7 +189,9 @@ class FileContext:
         found: list[Loop] = []
         for index in range(len(path) - 2, -1, -1):
             parent, child = path[index], path[index + 1]
-            if isinstance(parent, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            # A def/lambda body runs when called, not when the loop runs the definition
+            # (its decorators and defaults do run); a class body runs with the loop.
+            if isinstance(parent, (cst.FunctionDef, cst.Lambda)) and child is parent.body:
                 break
             if isinstance(parent, cst.For):
                 if child is parent.body:
@@ -193,7 +228,9 @@ class FileContext:
         if info is None:
             outer = self._ancestors_of_function(node)
             names = tuple(
-                _jaxapi.decorator_target(d.decorator, lambda e: self.resolve(e, outer))
+                _jaxapi.decorator_target(
+                    d.decorator, lambda e, d=d: self.resolve(e, [*outer, node], anchor=d)
+                )
                 for d in node.decorators
             )
             jit = next((n for n in names if n in _jaxapi.JIT_WRAPPERS), None)
@@ -201,9 +238,10 @@ class FileContext:
         return info
 
     def _ancestors_of_function(self, node: cst.FunctionDef) -> list[cst.CSTNode]:
-        # Decorators are resolved in the scope that contains the def.
-        if node in self.ancestors:
-            return self.ancestors[: self.ancestors.index(node)]
+        """The path to `node` (it is the visited node or one of its ancestors)."""
+        for index, ancestor in enumerate(self.ancestors):
+            if ancestor is node:
+                return self.ancestors[:index]
         return self.ancestors
 
     def statement(self, node: cst.CSTNode) -> cst.CSTNode | None:

@@ -153,6 +153,7 @@ def _scan_compound(stmt: cst.BaseCompoundStatement, scope: Scope) -> None:
             scan_bindings(_body_of(stmt.finalbody.body), scope)
     elif isinstance(stmt, cst.Match):
         for case in stmt.cases:
+            scope.bindings.update(_pattern_names(case.pattern))
             scan_bindings(_body_of(case.body), scope)
     body = getattr(stmt, "body", None)
     if isinstance(body, cst.BaseSuite):
@@ -167,9 +168,46 @@ def _scan_compound(stmt: cst.BaseCompoundStatement, scope: Scope) -> None:
             orelse = None
 
 
-def module_scope(module: cst.Module) -> Scope:
+def _pattern_names(pattern: cst.CSTNode) -> set[str]:
+    """Names a `case` pattern captures (`case x`, `case [*rest]`, `case {**rest}`, `as y`)."""
+    from ._walk import iter_children
+
+    names: set[str] = set()
+    stack = [pattern]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.MatchAs, cst.MatchStar)) and isinstance(node.name, cst.Name):
+            names.add(node.name.value)
+        elif isinstance(node, cst.MatchMapping) and isinstance(node.rest, cst.Name):
+            names.add(node.rest.value)
+        if isinstance(node, cst.MatchValue):
+            continue  # `case jnp.float32:` reads a name, it does not bind one
+        stack.extend(iter_children(node))
+    return names
+
+
+def _walrus_targets(body: Sequence[cst.CSTNode]) -> set[str]:
+    """Names bound by `:=` in `body`, including inside comprehensions (PEP 572 binds them
+    in the enclosing function), not inside nested functions, lambdas or classes."""
+    from ._walk import iter_children
+
+    names: set[str] = set()
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.NamedExpr) and isinstance(node.target, cst.Name):
+            names.add(node.target.value)
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        stack.extend(iter_children(node))
+    return names
+
+
+def module_scope(module: cst.Module, *, walrus: bool = False) -> Scope:
     scope = Scope("module")
     scan_bindings(module.body, scope)
+    if walrus:
+        scope.bindings.update(_walrus_targets(module.body))
     return scope
 
 
@@ -181,7 +219,20 @@ def _parameter_names(params: cst.Parameters) -> Iterable[str]:
             yield star.name.value
 
 
-def function_scope(node: cst.FunctionDef | cst.Lambda | cst.ClassDef) -> Scope:
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+def function_scope(
+    node: cst.FunctionDef | cst.Lambda | cst.ClassDef | cst.BaseComp, *, walrus: bool = False
+) -> Scope:
+    """What a def, lambda, class body or comprehension binds."""
+    if isinstance(node, _COMPREHENSIONS):
+        scope = Scope("comprehension")
+        comp_for: cst.CompFor | None = node.for_in
+        while comp_for is not None:
+            scope.bindings.update(target_names(comp_for.target))
+            comp_for = comp_for.inner_for_in
+        return scope
     if isinstance(node, cst.ClassDef):
         scope = Scope("class")
         scan_bindings(_body_of(node.body), scope)
@@ -193,4 +244,6 @@ def function_scope(node: cst.FunctionDef | cst.Lambda | cst.ClassDef) -> Scope:
     scope = Scope("function")
     scope.bindings.update(_parameter_names(node.params))
     scan_bindings(_body_of(node.body), scope)
+    if walrus:
+        scope.bindings.update(_walrus_targets(_body_of(node.body)))
     return scope

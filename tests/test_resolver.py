@@ -76,7 +76,7 @@ def differences(source: str) -> Iterator[str]:
     qualified = MetadataWrapper(module, unsafe_skip_copy=True).resolve(QualifiedNameProvider)
     unusual = _global_and_deleted_names(module)
     for call, ancestors in calls:
-        ours = ctx.resolve(call.func, ancestors)
+        ours = ctx.resolve(call.func, ancestors, anchor=call)
         names = _qnp(qualified, call.func)
         imported = {n.name for n in names if n.source is QualifiedNameSource.IMPORT}
         local = {n.name for n in names if n.source is QualifiedNameSource.LOCAL}
@@ -99,7 +99,7 @@ def resolved(source: str) -> dict[str, str | None]:
     for call, ancestors in calls:
         key = module.code_for_node(call.func)
         assert key not in table, f"give each call in the test source its own spelling: {key}"
-        table[key] = ctx.resolve(call.func, ancestors)
+        table[key] = ctx.resolve(call.func, ancestors, anchor=call)
     return table
 
 
@@ -395,7 +395,7 @@ def test_global_import_in_a_function_is_the_documented_divergence() -> None:
 
 # -- known resolver bugs (engine: _scope.py / _context.py) -------------------------------
 
-_BUGS = [
+_SCOPING = [
     pytest.param(
         """
         import numpy as np
@@ -403,10 +403,6 @@ _BUGS = [
         """,
         {"np.zeros": None, "range": None},
         id="comprehension-target-shadows-import",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="_context: comprehensions are not scopes, so their targets do not shadow imports",
-        ),
     ),
     pytest.param(
         """
@@ -416,10 +412,6 @@ _BUGS = [
         """,
         {"jnp.zeros": None, "range": None},
         id="class-names-invisible-in-comprehension",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="_context: a comprehension in a class body sees the class's names (Python: it cannot)",
-        ),
     ),
     pytest.param(
         """
@@ -430,11 +422,6 @@ _BUGS = [
         """,
         {"np.zeros": "numpy.zeros", "np.ones": "jax.numpy.ones"},
         id="default-value-resolved-in-the-functions-own-scope",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="_context._lookup: defaults (and decorators, annotations) are evaluated in the "
-            "enclosing scope but looked up in the function's own scope",
-        ),
     ),
     pytest.param(
         """
@@ -445,11 +432,6 @@ _BUGS = [
         """,
         {"functools.lru_cache": "functools.lru_cache"},
         id="decorator-resolved-in-the-functions-own-scope",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="_context._lookup: a decorator call is looked up in the decorated function's "
-            "scope (FileContext.function_info strips the def, a plain resolve does not)",
-        ),
     ),
     pytest.param(
         """
@@ -459,10 +441,6 @@ _BUGS = [
         """,
         {"np.make_base": "numpy.make_base"},
         id="class-bases-resolved-in-the-class-scope",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="_context._lookup: class bases/keywords are evaluated in the enclosing scope",
-        ),
     ),
     pytest.param(
         """
@@ -473,7 +451,6 @@ _BUGS = [
         """,
         {"load": None, "np.zeros": None},
         id="walrus-rebinds",
-        marks=pytest.mark.xfail(strict=True, reason="_scope.scan_bindings ignores `:=` bindings"),
     ),
     pytest.param(
         """
@@ -485,9 +462,6 @@ _BUGS = [
         """,
         {"np.zeros": None},
         id="global-assignment-rebinds",
-        marks=pytest.mark.xfail(
-            strict=True, reason="_scope: a `global x; x = ...` in a function does not rebind module x"
-        ),
     ),
     pytest.param(
         """
@@ -499,24 +473,51 @@ _BUGS = [
         """,
         {"jax.jit": None},
         id="match-capture-rebinds",
-        marks=pytest.mark.xfail(strict=True, reason="_scope: match capture patterns are not bindings"),
     ),
 ]
 
 
-@pytest.mark.parametrize(("source", "expected"), _BUGS)
-def test_resolver_known_bugs(source: str, expected: dict[str, str | None]) -> None:
+@pytest.mark.parametrize(("source", "expected"), _SCOPING)
+def test_resolver_follows_python_scoping(source: str, expected: dict[str, str | None]) -> None:
     assert resolved(source) == expected
 
 
 @pytest.mark.parametrize(
     "source",
-    [p.values[0] for p in _BUGS[:7]],
-    ids=[p.id for p in _BUGS[:7]],
+    [p.values[0] for p in _SCOPING[:7]],
+    ids=[p.id for p in _SCOPING[:7]],
 )
-def test_known_bugs_are_caught_by_the_differential_check(source: str) -> None:
-    # The differential check is able to fail: it sees every bug above except the match
-    # capture, which QualifiedNameProvider misses too.
+def test_scoping_cases_agree_with_qualified_name_provider(source: str) -> None:
+    # Every case but the match capture, which QualifiedNameProvider misses.
+    assert list(differences(textwrap.dedent(source))) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [p.values[0] for p in _SCOPING[:5]],
+    ids=[p.id for p in _SCOPING[:5]],
+)
+def test_differential_check_catches_a_scope_blind_resolver(
+    source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The differential check can fail: the first resolver (every def/lambda/class on the way
+    # up is a scope, whichever part of it the name sits in; comprehensions are not scopes)
+    # disagrees with QualifiedNameProvider on each of these cases.
+    def scope_blind(self: FileContext, head: str, path: list[cst.CSTNode]) -> str | None:
+        innermost = True
+        for node in reversed(path[:-1]):
+            if not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                continue
+            if isinstance(node, cst.ClassDef) and not innermost:
+                continue
+            innermost = False
+            bound, target = self._scope_of(node).lookup(head)
+            if bound:
+                return target
+        bound, target = self._module_scope.lookup(head)
+        return target if bound else None
+
+    monkeypatch.setattr(FileContext, "_lookup", scope_blind)
     assert list(differences(textwrap.dedent(source))) != []
 
 
@@ -625,12 +626,6 @@ def test_loops_inside_a_function_in_a_loop_start_afresh() -> None:
     assert table == {"outer": [], "inner": [], "work": ["for inner()"]}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_context.loops stops at the FunctionDef, but a def's decorators and default "
-    "values are evaluated every time the loop runs the def statement (JL007 jit-in-loop "
-    "needs `@partial(jax.jit, ...)` on a def in a loop to count as in the loop)",
-)
 def test_loops_decorators_and_defaults_of_a_def_in_a_loop_repeat() -> None:
     table = loops_of_calls(
         """
@@ -648,11 +643,6 @@ def test_loops_decorators_and_defaults_of_a_def_in_a_loop_repeat() -> None:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_context.loops stops at a ClassDef, but a class body runs every time the loop "
-    "runs the class statement",
-)
 def test_loops_class_body_in_a_loop_repeats() -> None:
     table = loops_of_calls(
         """
