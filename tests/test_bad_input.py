@@ -85,11 +85,6 @@ def test_syntax_error_in_text_output(tmp_path: Path, run_cli) -> None:
     assert "Found 1 finding" in result.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug (_engine._syntax_finding): libcst's ParserSyntaxError.raw_column is 0 for "
-    "these errors, so JL000 always points at column 1 instead of the offending token",
-)
 def test_syntax_error_column_points_at_the_token() -> None:
     (finding,) = lint_source("import jax\n\nx = = 1\n")
     assert (finding.line, finding.column) == (3, 5)

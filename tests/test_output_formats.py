@@ -174,7 +174,7 @@ def test_concise(project: Path, run_cli) -> None:
     matches = [pattern.match(line) for line in findings]
     assert all(matches), findings
     assert [(m["path"], m["line"], m["col"], m["code"], m["slug"]) for m in matches] == [  # type: ignore[index]
-        ("src/broken.py", "3", "1", "JL000", "syntax-error"),
+        ("src/broken.py", "3", "5", "JL000", "syntax-error"),
         ("src/chain.py", "5", "13", "JL003", "tree-at-batch"),
         ("src/pkg/loop.py", "6", "17", "JL003", "tree-at-batch"),
     ]
@@ -219,11 +219,6 @@ def test_text_does_not_wrap_or_interpret_markup(tmp_path: Path, run_cli) -> None
     assert marked in out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug (_engine.analyze): source lines come from str.splitlines(), which also "
-    "splits at form feeds, so the text output shows the wrong source line after one",
-)
 def test_text_source_line_after_a_form_feed(tmp_path: Path, run_cli) -> None:
     (tmp_path / "ff.py").write_text(LOOP.replace("\n\n\ndef", "\n\x0c\n\ndef"))
     out = check(run_cli, "text", "ff.py")

@@ -142,11 +142,6 @@ def test_file_level_ignore_anywhere_on_its_own_line() -> None:
     assert count(source) == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug (_engine._IGNORE_FILE): the file-level comment is matched in the raw "
-    "text, so a line inside a string literal switches the whole file off",
-)
 def test_file_level_ignore_inside_a_string_is_not_a_comment() -> None:
     # Documentation that *mentions* the comment does not switch the file off.
     source = 'DOC = """\n# jaxlint: ignore-file\n"""\n' + LOOP.format(comment="")
@@ -178,12 +173,6 @@ def test_suppression_works_through_the_cli_and_blocks_the_fix(tmp_path: Path, ru
     assert path.read_text() == source
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug (_engine.analyze): source lines come from str.splitlines(), which also "
-    "splits at form feeds (and \\x1c-\\x1e, \\x85, \\u2028...), so after such a character "
-    "suppression comments are looked up on the wrong line",
-)
 @pytest.mark.parametrize("separator", ["\x0c", "\u2028"])
 def test_suppression_after_a_form_feed(separator: str) -> None:
     source = LOOP.format(comment="  # noqa: JL003").replace(
