@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
+import sys
 import json
 import os
 from collections.abc import Sequence
@@ -118,6 +120,14 @@ class LintCache:
             pass  # a cache that cannot be written is only slower, never wrong
 
 
+def _pool_context() -> multiprocessing.context.BaseContext:
+    """Fork is the cheapest start, but forking a process in which jax has started its
+    runtime is unsafe (jax warns); the CLI never imports jax, an embedding program may."""
+    if "jax" in sys.modules or sys.platform != "linux":
+        return multiprocessing.get_context("spawn")
+    return multiprocessing.get_context("fork")
+
+
 def lint_files(
     files: Sequence[SourceFile],
     settings: Settings,
@@ -146,7 +156,7 @@ def lint_files(
     if workers > 1 and len(pending) >= _POOL_THRESHOLD:
         # Largest files first, so the pool does not end waiting on one big file.
         order = sorted(pending, key=lambda item: -len(item[2]))
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
             futures = [
                 (item, pool.submit(_lint_one, item[1], item[2], item[3], settings.rule_options))
                 for item in order
