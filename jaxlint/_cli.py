@@ -112,6 +112,11 @@ _select_options = [
     click.option("--extend-select", multiple=True, help="Rules to add to the selection."),
     click.option("--ignore", multiple=True, help="Rules to turn off (comma-separated)."),
     click.option("--config", type=click.Path(dir_okay=False), help="pyproject.toml to read instead of the nearest one."),
+    click.option(
+        "--force-exclude",
+        is_flag=True,
+        help="Apply exclude patterns to paths named on the command line too (for pre-commit).",
+    ),
 ]
 
 
@@ -145,6 +150,7 @@ def check(
     extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
     config: str | None,
+    force_exclude: bool,
     output_format: str,
     exit_zero: bool,
     statistics: bool,
@@ -156,7 +162,7 @@ def check(
     paths = paths or (".",)
     settings = _settings(paths, config)
     rules = _rules(settings, select, ignore, extend_select)
-    files, errors = discover(paths, settings)
+    files, errors = discover(paths, settings, force_exclude=force_exclude)
     cache = None if no_cache else LintCache(settings.root, _settings_key(settings, rules))
     results = lint_files(files, settings, rules, jobs=jobs, cache=cache)
     if cache is not None:
@@ -207,6 +213,7 @@ def fix(
     extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
     config: str | None,
+    force_exclude: bool,
     unsafe_fixes: bool,
     diff: bool,
     output_format: str,
@@ -223,7 +230,7 @@ def fix(
         only = {r for selector in _split(fix_rules) for r in expand(selector)} if fix_rules else None
     except SelectionError as error:
         raise UsageProblem(str(error)) from None
-    files, errors = discover(paths, settings)
+    files, errors = discover(paths, settings, force_exclude=force_exclude)
     remaining: list[Finding] = []
     fixed_files = applied = 0
     stdout = click.get_text_stream("stdout")

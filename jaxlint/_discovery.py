@@ -24,8 +24,26 @@ class SourceFile:
     path: Path
 
 
-def discover(arguments: Iterable[str], settings: Settings) -> tuple[list[SourceFile], list[str]]:
-    """The files under `arguments`, and one error line per argument that does not exist."""
+def _excluded_with_parents(path: Path, settings: Settings) -> bool:
+    """Whether `path` or a directory above it (up to the project root) is excluded."""
+    resolved = path.resolve()
+    root = settings.root.resolve()
+    for candidate in (resolved, *resolved.parents):
+        if candidate == root or root not in candidate.parents:
+            break
+        if settings.is_excluded(candidate):
+            return True
+    return False
+
+
+def discover(
+    arguments: Iterable[str], settings: Settings, *, force_exclude: bool = False
+) -> tuple[list[SourceFile], list[str]]:
+    """The files under `arguments`, and one error line per argument that does not exist.
+
+    Paths named explicitly are linted even when excluded, unless `force_exclude` (what a
+    pre-commit hook wants: it names every staged file).
+    """
     files: dict[Path, SourceFile] = {}
     errors: list[str] = []
     for argument in arguments:
@@ -33,6 +51,8 @@ def discover(arguments: Iterable[str], settings: Settings) -> tuple[list[SourceF
         if not path.exists():
             kind = "broken symbolic link" if path.is_symlink() else "no such file or directory"
             errors.append(f"{argument}: {kind}")
+            continue
+        if force_exclude and _excluded_with_parents(path, settings):
             continue
         if path.is_file():
             files.setdefault(path.resolve(), SourceFile(argument, path))

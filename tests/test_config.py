@@ -324,3 +324,15 @@ def test_config_errors_through_python_m_have_no_traceback(tmp_path: Path) -> Non
     assert proc.stderr.count("\n") == 1
     assert "did you mean 'select'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_force_exclude_applies_excludes_to_named_files(tmp_path: Path, run_cli) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.jaxlint]\nextend-exclude = ["generated"]\n')
+    generated = tmp_path / "generated"
+    generated.mkdir()
+    source = "import equinox as eqx\nfor w, v in ups:\n    m = eqx.tree_at(w, m, v)\n"
+    (generated / "model.py").write_text(source)
+    named = run_cli("check", "--no-cache", "generated/model.py")
+    assert named.exit_code == 1  # a named file is linted even when excluded...
+    forced = run_cli("check", "--no-cache", "--force-exclude", "generated/model.py")
+    assert forced.exit_code == 0  # ...unless --force-exclude, as pre-commit hooks run it

@@ -211,10 +211,12 @@ def test_pre_commit_manifest() -> None:
     clientlib = pytest.importorskip("pre_commit.clientlib")
     hooks = {hook["id"]: hook for hook in clientlib.load_manifest(str(ROOT / ".pre-commit-hooks.yaml"))}
     assert set(hooks) == {"jaxlint", "jaxlint-fix"}
-    assert hooks["jaxlint"]["entry"] == "jaxlint check"
-    assert hooks["jaxlint-fix"]["entry"] == "jaxlint fix"
+    assert hooks["jaxlint"]["entry"] == "jaxlint check --force-exclude"
+    assert hooks["jaxlint-fix"]["entry"] == "jaxlint fix --force-exclude"
+    assert hooks["jaxlint"]["types_or"] == ["python", "pyi", "jupyter"]
+    assert hooks["jaxlint-fix"]["types_or"] == ["python", "pyi"]  # notebooks are not rewritten
     for hook in hooks.values():
-        assert hook["language"] == "python" and hook["types"] == ["python"]
+        assert hook["language"] == "python"
         assert hook["pass_filenames"] and not hook["always_run"] and not hook["additional_dependencies"]
 
 
