@@ -12,10 +12,10 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ._context import FileContext
 from ._notebook import NotebookError, NotebookSource, read_notebook
+from ._positions import positions
 from ._rule import RawFinding, Rule, node_class
 from ._suppress import is_suppressed
 from ._walk import walk
@@ -189,9 +189,9 @@ def analyze(
         return Analysis(result, module)
     analysis = Analysis(result, module)
     lines = source_lines(text)
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    spans = positions(module, [(item.node, item.statement) for item in raw])
     for item in raw:
-        span = positions[item.node]
+        span = spans[item.node]
         if is_suppressed(lines, span.start.line, span.end.line, item.rule.CODE, item.rule.SLUG):
             continue
         finding = Finding(

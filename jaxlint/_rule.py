@@ -101,6 +101,7 @@ class RawFinding:
     node: cst.CSTNode
     message: str
     fix: Fix | None = None
+    statement: cst.CSTNode | None = None  # the top-level statement containing `node`
 
 
 @dataclass(frozen=True)
@@ -131,9 +132,23 @@ class Rule:
             self.options.update(options)
         self.findings: list[RawFinding] = []
 
-    def report(self, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None) -> None:
-        """Report a finding at `node`, with an optional fix."""
-        self.findings.append(RawFinding(type(self), node, message or self.MESSAGE, fix))
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: str | None = None,
+        *,
+        fix: Fix | None = None,
+        ancestors: Sequence[cst.CSTNode] | None = None,
+    ) -> None:
+        """Report a finding at `node`, with an optional fix.
+
+        `ancestors` (default: those of the node being visited) lets the engine locate the
+        finding without computing positions for the whole file; pass the ancestors saved at
+        visit time when reporting from `finish()`.
+        """
+        path = [*(self.ctx.ancestors if ancestors is None else ancestors), node]
+        statement = path[1] if len(path) > 1 and path[0] is self.ctx.module else None
+        self.findings.append(RawFinding(type(self), node, message or self.MESSAGE, fix, statement))
 
     def finish(self) -> None:
         """Called once after the walk; override to report from whole-file facts."""

@@ -193,9 +193,16 @@ class TreeAtBatch(Rule):
                     fix = None  # the chain's head carries the fix for the whole chain
                 else:
                     fix = _loop_fix(module, call, self._calls)
-                self.report(call.call, _loop_message(module, call), fix=fix)
+                self.report(
+                    call.call, _loop_message(module, call), fix=fix, ancestors=call.ancestors
+                )
             elif chain is not None and not _chain_is_silent(chain):
-                self.report(call.call, _chain_message(module, chain), fix=chain_fix(module, chain))
+                self.report(
+                    call.call,
+                    _chain_message(module, chain),
+                    fix=chain_fix(module, chain),
+                    ancestors=call.ancestors,
+                )
 
 
 def _chains(calls: list[TreeAtCall]) -> list[list[TreeAtCall]]:
