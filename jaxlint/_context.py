@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from . import _jaxapi
+from ._jitted import JitIndex
 from ._nodes import iter_subtree
 from ._scope import (
     Scope,
@@ -56,6 +57,7 @@ class FileContext:
         self._has_walrus = ":=" in source
         self._module_scope = module_scope(module, walrus=self._has_walrus)
         self._scopes: dict[cst.CSTNode, Scope] = {}
+        self._jit: JitIndex | None = None
         if _GLOBAL.search(source):
             self._note_global_rebindings()
         self._loop_bindings: dict[cst.CSTNode, frozenset[str]] = {}
@@ -173,6 +175,24 @@ class FileContext:
 
     # -- position in the code ------------------------------------------------------------
 
+    @property
+    def jit(self) -> JitIndex:
+        """Which callables of this file are jit-compiled (built on first use)."""
+        if self._jit is None:
+            self._jit = JitIndex.build(self)
+        return self._jit
+
+    def dispatches(self, call: cst.Call) -> bool:
+        """Whether `call` (the visited node or inside it) sends work to the device: a JAX
+        array operation (`jnp.*`, `jax.lax.*`, `jax.random.*`...) or a jitted callable."""
+        name = self.resolve_call(call)
+        if name is not None:
+            return _jaxapi.is_array_op(name)
+        func = call.func
+        if isinstance(func, cst.Call) and self.resolve_call(func) in _jaxapi.TRANSFORMS:
+            return True
+        return self.jit.callee(call, self.ancestors) is not None
+
     def path_to(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """Ancestors of the node being visited, then `node` itself."""
         return [*self.ancestors, node]
@@ -222,11 +242,14 @@ class FileContext:
                 return ancestor
         return None
 
-    def function_info(self, node: cst.FunctionDef) -> FunctionInfo:
-        """How `node` is decorated: resolved decorator names and the jit it uses, if any."""
+    def function_info(
+        self, node: cst.FunctionDef, ancestors: Sequence[cst.CSTNode] | None = None
+    ) -> FunctionInfo:
+        """How `node` is decorated: resolved decorator names and the jit it uses, if any.
+        `ancestors` are `node`'s (default: found in those of the node being visited)."""
         info = self._functions.get(node)
         if info is None:
-            outer = self._ancestors_of_function(node)
+            outer = list(ancestors) if ancestors is not None else self._ancestors_of_function(node)
             names = tuple(
                 _jaxapi.decorator_target(
                     d.decorator, lambda e, d=d: self.resolve(e, [*outer, node], anchor=d)

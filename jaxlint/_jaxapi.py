@@ -8,6 +8,8 @@ import libcst as cst
 
 
 __all__ = [
+    "is_array_op",
+    "TRANSFORMS",
     "FILTER_JIT",
     "JIT_WRAPPERS",
     "PARTIAL",
@@ -35,6 +37,41 @@ JIT_WRAPPERS = frozenset(
 )
 
 PARTIAL = frozenset({"functools.partial"})
+
+# Modules whose functions operate on arrays and so dispatch device work when called eagerly.
+_ARRAY_MODULES = (
+    "jax.numpy.",
+    "jax.lax.",
+    "jax.nn.",
+    "jax.random.",
+    "jax.scipy.",
+    "jax.image.",
+    "jax.ops.",
+    "jax.experimental.sparse.",
+)
+# Top-level `jax.*` functions that run array computations.
+_ARRAY_FUNCTIONS = frozenset({"jax.device_put"})
+
+# Transformations: `jax.vmap(f)` only builds a function; calling that (`jax.vmap(f)(x)`)
+# runs it eagerly.
+TRANSFORMS = frozenset(
+    {
+        "jax.vmap",
+        "jax.grad",
+        "jax.value_and_grad",
+        "jax.jacfwd",
+        "jax.jacrev",
+        "jax.hessian",
+        "equinox.filter_vmap",
+        "equinox.filter_grad",
+        "equinox.filter_value_and_grad",
+    }
+)
+
+
+def is_array_op(qualified_name: str) -> bool:
+    """Whether calling `qualified_name` runs (or builds) JAX array computations."""
+    return qualified_name.startswith(_ARRAY_MODULES) or qualified_name in _ARRAY_FUNCTIONS
 
 
 def decorator_target(
