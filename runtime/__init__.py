@@ -23,6 +23,13 @@ from ._host_sync import (
     count_host_syncs as count_host_syncs,
     no_host_sync as no_host_sync,
 )
+from ._sharding import make_mesh as make_mesh, shard_module as shard_module
+from ._tree_surgery import (
+    UnmatchedPatternWarning as UnmatchedPatternWarning,
+    apply_transforms as apply_transforms,
+    iter_modules as iter_modules,
+    tree_at_batched as tree_at_batched,
+)
 
 
 __all__: list[str] = [
@@ -39,4 +46,10 @@ __all__: list[str] = [
     "HostSyncError",
     "count_host_syncs",
     "no_host_sync",
+    "make_mesh",
+    "shard_module",
+    "UnmatchedPatternWarning",
+    "apply_transforms",
+    "iter_modules",
+    "tree_at_batched",
 ]
