@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from jaxlint._nodes import PathStep, assigns_name, attribute_path, free_names, render_path
-from jaxlint._rule import Applicability, Edit, Fix
+from jaxlint._rule import Applicability, Edit, Fix, ImportSpec
 
 
 if TYPE_CHECKING:
@@ -245,49 +245,75 @@ def _unique_name(source: str, base: str) -> str:
     return name
 
 
-def loop_fix(module: cst.Module, call: TreeAtCall, hoist: Loop) -> Fix | None:
-    """Collect `where`s and replacements in the loop; one call after the hoisted loop."""
+def _loop_where(module: cst.Module, call: TreeAtCall, hoist: Loop, sequences: bool) -> str | None:
+    """The `where` as it can be stored in the loop: a lambda gets the loop variables it
+    reads bound as default arguments, so late binding cannot change what it selects."""
     tree = call.target
     where = call.where
-    if isinstance(where, cst.Lambda):
-        param = _lambda_param(where)
-        if param is None or isinstance(where.body, (cst.Tuple, cst.List)):
-            return None
-        free = free_names(where.body) - {param}
-        if tree in free:
-            return None
-        captured = sorted(n for n in free if assigns_name(hoist, n))
-        body = module.code_for_node(where.body)
-        defaults = "".join(f", {n}={n}" for n in captured)
-        where_text = f"lambda {param}{defaults}: {body}"
-    else:
-        where_text = module.code_for_node(where)
-    if call.is_leaf is not None and any(assigns_name(hoist, n) for n in free_names(call.is_leaf)):
+    if not isinstance(where, cst.Lambda):
+        return module.code_for_node(where)
+    param = _lambda_param(where)
+    if param is None or (not sequences and isinstance(where.body, (cst.Tuple, cst.List))):
         return None
+    free = free_names(where.body) - {param}
+    if tree in free:
+        return None
+    captured = sorted(n for n in free if assigns_name(hoist, n))
+    defaults = "".join(f", {n}={n}" for n in captured)
+    return f"lambda {param}{defaults}: {module.code_for_node(where.body)}"
+
+
+def loop_fix(
+    module: cst.Module, call: TreeAtCall, hoist: Loop, *, runtime_helpers: bool
+) -> Fix | None:
+    """Collect the updates in the loop; apply them in one call after the hoisted loop:
+    `jaxlint.runtime.tree_at_batched` (sequential semantics, overlaps included) or, without
+    runtime helpers or with a custom `is_leaf`, one list-`where` `tree_at`."""
     if call.replace is None:
         return None
+    if call.is_leaf is not None and any(assigns_name(hoist, n) for n in free_names(call.is_leaf)):
+        return None
+    use_runtime = runtime_helpers and call.is_leaf is None
+    where_text = _loop_where(module, call, hoist, sequences=use_runtime)
+    if where_text is None:
+        return None
+    tree = call.target
     source = module.code
-    wheres = _unique_name(source, "tree_at_wheres")
-    replacements = _unique_name(source, "tree_at_replacements")
     config = module.config_for_parsing
-    append_where = cst.parse_statement(f"{wheres}.append({where_text})\n", config=config)
-    append_replacement = cst.parse_statement(
-        f"{replacements}.append({module.code_for_node(call.replace)})\n", config=config
-    )
-    assert isinstance(append_where, cst.SimpleStatementLine)
-    first = call.line.with_changes(
-        body=append_where.body,
-        leading_lines=[*call.line.leading_lines, *_inner_comments(call.call)],
-    )
-
+    unit = module.default_indent
     start = next(i for i, n in enumerate(call.ancestors) if n is hoist)
     hoist_indent = indentation(call.ancestors[:start], module)
-    unit = module.default_indent
-    args = [
-        f"lambda tree: [where(tree) for where in {wheres}]",
-        tree,
-        replacements,
-    ]
+    replacement_text = module.code_for_node(call.replace)
+    leading = [*call.line.leading_lines, *_inner_comments(call.call)]
+    if use_runtime:
+        updates = _unique_name(source, "tree_at_updates")
+        pair = f"({where_text}, {replacement_text})"
+        append_text = _layout(f"{updates}.append", [pair], "", unit, len(call.indent))
+        append = cst.parse_statement(append_text + "\n", config=config)
+        assert isinstance(append, cst.SimpleStatementLine)
+        in_loop = Edit(call.line, replacement=call.line.with_changes(body=append.body, leading_lines=leading))
+        column = len(hoist_indent) + len(tree) + 3
+        batched = f"{tree} = " + _layout("tree_at_batched", [tree, updates], "", unit, column)
+        around = Edit(
+            hoist,
+            before=(cst.parse_statement(f"{updates} = []\n", config=config),),
+            after=(cst.parse_statement(batched + "\n", config=config),),
+        )
+        return Fix(
+            Applicability.UNSAFE,
+            (in_loop, around),
+            "Collect the updates in the loop and apply them with `tree_at_batched` after it",
+            imports=(ImportSpec("jaxlint.runtime", "tree_at_batched"),),
+        )
+    wheres = _unique_name(source, "tree_at_wheres")
+    replacements = _unique_name(source, "tree_at_replacements")
+    append_where = cst.parse_statement(f"{wheres}.append({where_text})\n", config=config)
+    append_replacement = cst.parse_statement(
+        f"{replacements}.append({replacement_text})\n", config=config
+    )
+    assert isinstance(append_where, cst.SimpleStatementLine)
+    first = call.line.with_changes(body=append_where.body, leading_lines=leading)
+    args = [f"lambda tree: [where(tree) for where in {wheres}]", tree, replacements]
     if call.is_leaf is not None:
         args.append(f"is_leaf={module.code_for_node(call.is_leaf)}")
     func = module.code_for_node(call.call.func)

@@ -48,18 +48,31 @@ use `replace_fn`.
   the tree being rewritten except at paths no earlier call replaced. When a replacement
   passes the whole tree somewhere (`f(m)`), the fix is **unsafe**. When a `where` is not
   such a lambda, or a replacement reads a replaced path, there is no fix.
-- **Loops** are rewritten to collect the `where`s and replacements and make one call after
-  the loop, as in seed 002. This is **unsafe**: replacements and loop iterables that read the
-  tree now see the original tree instead of the partly updated one, and targets matched
-  dynamically may overlap (the batched call then raises `ValueError`). Lambdas that close
-  over loop variables get them bound as default arguments, so late binding cannot change
-  which node they select. There is no fix when the loop reads the tree elsewhere, returns
-  from inside, has an `else`, or wraps the call in `try`.
+- **Loops** are rewritten to collect `(where, replacement)` pairs in the loop and apply
+  them with one `jaxlint.runtime.tree_at_batched(tree, updates)` after it (the import is
+  added). `tree_at_batched` gives the result of the sequential calls even when targets
+  overlap or repeat. The fix is still **unsafe**: replacements and loop iterables that read
+  the tree now see the original tree instead of the partly updated one (seed 002 accepted
+  exactly this). Lambdas that close over loop variables get them bound as default
+  arguments, so late binding cannot change which node they select. There is no fix when the
+  loop reads the tree elsewhere, returns from inside, has an `else`, or wraps the call in
+  `try`. With `runtime-helpers = false` (or a custom `is_leaf`) the loop is rewritten to
+  one plain `eqx.tree_at` with a list `where`, which raises `ValueError` where targets
+  overlap.
+
+## Options
+
+- `runtime-helpers` (bool, default true): target `jaxlint.runtime.tree_at_batched`, which
+  needs `jaxlint[runtime]` wherever the fixed code runs. Set it to false in
+  `[tool.jaxlint.tree-at-batch]` to keep the fixed code free of a jaxlint dependency.
 
 ## Runtime helper
 
-`jaxlint.runtime.tree_at_batched` and `apply_transforms` (planned) apply many updates in one
-traversal and order or refuse overlapping targets explicitly.
+`jaxlint.runtime.tree_at_batched(tree, updates)` applies many updates in one traversal with
+sequential semantics; `jaxlint.runtime.apply_transforms(module, plan)` does the same for an
+fnmatch plan of path patterns (seed 002's shape). Measured on CPU (`python
+bench/tree_surgery.py`): 14.5x faster than a loop of `eqx.tree_at` at 24 replacements on a
+4-layer BERT-like encoder, 85x at 144 on 24 layers.
 
 ## References
 
@@ -76,7 +89,7 @@ import libcst as cst
 from jaxlint._context import FileContext, Loop
 from jaxlint._jaxapi import TREE_AT
 from jaxlint._nodes import assigns_name, contains_exit, free_names, reads_name
-from jaxlint._rule import Applicability, Fix, Rule
+from jaxlint._rule import Applicability, Fix, Option, Rule
 
 from ._tree_at_fixes import chain_fix, chain_paths, indentation, loop_fix, overlapping
 
@@ -133,6 +146,14 @@ class TreeAtBatch(Rule):
     MESSAGE = "`eqx.tree_at` called repeatedly on the same pytree; batch the updates"
     FIX = Applicability.SAFE
     TOKENS = ("tree_at",)
+    OPTIONS = {
+        "runtime-helpers": Option(
+            bool,
+            True,
+            "Rewrite loops to `jaxlint.runtime.tree_at_batched` (needs jaxlint[runtime] where "
+            "the code runs); false: to one plain `eqx.tree_at` with a list `where`.",
+        )
+    }
 
     def __init__(self, ctx: FileContext, options: dict[str, object] | None = None) -> None:
         super().__init__(ctx, options)
@@ -192,7 +213,9 @@ class TreeAtBatch(Rule):
                 elif id(call.call) in in_chain:
                     fix = None  # the chain's head carries the fix for the whole chain
                 else:
-                    fix = _loop_fix(module, call, self._calls)
+                    fix = _loop_fix(
+                        module, call, self._calls, bool(self.options["runtime-helpers"])
+                    )
                 self.report(
                     call.call, _loop_message(module, call), fix=fix, ancestors=call.ancestors
                 )
@@ -259,7 +282,9 @@ def _repeats_on_same_tree(call: TreeAtCall, calls: list[TreeAtCall]) -> bool:
     return True
 
 
-def _loop_fix(module: cst.Module, call: TreeAtCall, calls: list[TreeAtCall]) -> Fix | None:
+def _loop_fix(
+    module: cst.Module, call: TreeAtCall, calls: list[TreeAtCall], runtime_helpers: bool
+) -> Fix | None:
     """The outermost enclosing loop that can be hoisted past, and the rewrite around it."""
     tree = call.target
     others = [c for c in calls if c is not call and c.target == tree]
@@ -283,7 +308,7 @@ def _loop_fix(module: cst.Module, call: TreeAtCall, calls: list[TreeAtCall]) -> 
             allowed_reads.append(loop.iter)
     if hoist is None or _inside_try(call, hoist):
         return None
-    return loop_fix(module, call, hoist)
+    return loop_fix(module, call, hoist, runtime_helpers=runtime_helpers)
 
 
 def _inside_try(call: TreeAtCall, loop: Loop) -> bool:

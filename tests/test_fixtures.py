@@ -15,6 +15,7 @@ For every rule's folder:
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -30,6 +31,13 @@ from jaxlint._rule import Rule
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 _EXPECT = re.compile(r"#\s*expect:\s*(?P<slugs>[\w\-]+(?:\s*,\s*[\w\-]+)*)")
+# A fixture may set rule options: `# fixture-options: {"runtime-helpers": false}`.
+_OPTIONS = re.compile(r"^#\s*fixture-options:\s*(?P<json>\{.*\})\s*$", re.M)
+
+
+def _options(path: Path, slug: str) -> dict[str, dict[str, object]]:
+    match = _OPTIONS.search(path.read_text(encoding="utf-8"))
+    return {slug: json.loads(match.group("json"))} if match else {}
 
 
 def _rule(slug: str) -> type[Rule]:
@@ -65,7 +73,8 @@ def _expected(path: Path, slug: str) -> list[tuple[int, str]]:
 
 
 def _findings(path: Path, rule: type[Rule], data: bytes | None = None) -> list[tuple[int, str]]:
-    result = analyze(str(path), path.read_bytes() if data is None else data, [rule]).result
+    data = path.read_bytes() if data is None else data
+    result = analyze(str(path), data, [rule], _options(path, rule.SLUG)).result
     assert result.error is None, result.error
     return sorted((f.line, f.rule) for f in result.findings)
 
@@ -100,7 +109,7 @@ def _golden(path: Path) -> Path:
 @pytest.mark.parametrize(("slug", "path"), BAD, ids=_ids(BAD))
 def test_fix_matches_golden(slug: str, path: Path, request: pytest.FixtureRequest) -> None:
     rule = _rule(slug)
-    outcome = fix_source(str(path), path.read_bytes(), [rule], unsafe=True)
+    outcome = fix_source(str(path), path.read_bytes(), [rule], _options(path, slug), unsafe=True)
     assert outcome.error is None, outcome.error
     golden = _golden(path)
     if request.config.getoption("--update-fixtures"):
@@ -123,7 +132,7 @@ def test_fixed_output_is_a_fixed_point(slug: str, path: Path) -> None:
         pytest.skip("no fix for this fixture")
     fixed = golden.read_bytes()
     cst.parse_module(fixed)
-    again = fix_source(str(golden), fixed, [rule], unsafe=True)
+    again = fix_source(str(golden), fixed, [rule], _options(path, slug), unsafe=True)
     assert again.error is None, again.error
     assert again.fixed == fixed, "fixing the fixed file changed it again"
     assert all(f.fix is None for f in again.remaining), "a fixable finding is left"
