@@ -1,0 +1,311 @@
+"""How fast jaxlint lints, against the floor: a bare `libcst.parse_module` of the same files.
+
+    python bench/lint_speed.py [DIR_OR_FILE ...] [--repeat N] [--jobs J] [--worst K] [--profile K]
+
+With no paths it lints the project's own `fixtures/` and `examples/`. It prints the number of
+files, kLOC, the CPU time (`time.process_time`, one process) of parsing every file with
+`libcst.parse_module` (decoded the way jaxlint decodes it), the CPU time of jaxlint linting the
+same files with every rule on (`lint_files(..., jobs=1, cache=None)`), and the ratio. The
+product's target is lint <= 3x parse (see shared/research/linter-engine.md).
+
+The two measurements are interleaved (parse, lint, parse, lint, ...) after one untimed warm-up
+of each, so drift on a shared machine hits both alike; the report gives each run's paired ratio
+and the medians. `--jobs J` adds the wall time of a `J`-process pool (what `jaxlint check` does
+by default) next to the single-process wall time. `--worst K` times every file on its own and
+lists the K files with the highest lint/parse ratio; `--profile K` prints the top K functions
+(cumulative time) of one single-process lint under cProfile. `--no-gates` turns off the engine's
+token gates (files without `jax`/`flax`/... are not parsed; a rule whose tokens are absent does
+not walk), so every file is parsed and walked: the engine's worst case.
+
+This is a measuring script, not a test: absolute seconds depend on the machine; compare ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import gc
+import importlib.metadata
+import io
+import pstats
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import libcst as cst
+
+from jaxlint._config import load_settings
+from jaxlint._discovery import SourceFile, discover
+import jaxlint._engine as engine
+from jaxlint._engine import FAMILY_TOKENS, SourceError, analyze, decode_source
+from jaxlint._registry import all_rules
+from jaxlint._runner import lint_files
+
+
+try:  # notebooks are linted as their concatenated code cells (newer jaxlint)
+    from jaxlint._notebook import NotebookError, read_notebook
+except ImportError:  # pragma: no cover
+    read_notebook = None  # type: ignore[assignment]
+
+    class NotebookError(ValueError):  # type: ignore[no-redef]
+        pass
+
+
+_UNREADABLE = (SourceError, NotebookError)
+
+
+TARGET_RATIO = 3.0
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def source_text(file: SourceFile, data: bytes) -> tuple[str, str]:
+    """(text, encoding) as jaxlint's engine reads the file: a notebook's code cells, or the
+    decoded source. Raises `SourceError` (or `NotebookError`) on what the engine rejects."""
+    if file.display.endswith(".ipynb") and read_notebook is not None:
+        return read_notebook(data).text, "utf-8"
+    return decode_source(data)
+
+
+def _default_paths() -> list[str]:
+    return [str(PROJECT / name) for name in ("fixtures", "examples") if (PROJECT / name).is_dir()]
+
+
+class Corpus:
+    """The files of a run, with what both measurements need to know about them."""
+
+    def __init__(self, files: Sequence[SourceFile]) -> None:
+        self.files = list(files)
+        self.bytes = 0
+        self.lines = 0
+        self.undecodable = 0
+        self.gated_in = 0  # files that mention a JAX-family token, so jaxlint parses them
+        self.walked = 0  # ... and a token some rule needs, so jaxlint also walks them
+        rules = all_rules()
+        for file in self.files:
+            data = file.path.read_bytes()
+            self.bytes += len(data)
+            try:
+                text, _ = source_text(file, data)
+            except _UNREADABLE:
+                self.undecodable += 1
+                continue
+            self.lines += len(text.splitlines())
+            if any(token in text for token in FAMILY_TOKENS):
+                self.gated_in += 1
+                if any(not r.TOKENS or any(t in text for t in r.TOKENS) for r in rules):
+                    self.walked += 1
+
+
+def parse_all(files: Sequence[SourceFile]) -> tuple[int, int]:
+    """Read, decode and parse every file, as jaxlint would; (parsed, syntax errors)."""
+    parsed = errors = 0
+    for file in files:
+        data = file.path.read_bytes()
+        try:
+            text, encoding = source_text(file, data)
+        except _UNREADABLE:
+            continue
+        try:
+            cst.parse_module(text, config=cst.PartialParserConfig(encoding=encoding))
+            parsed += 1
+        except (cst.ParserSyntaxError, RecursionError):
+            errors += 1
+    return parsed, errors
+
+
+def lint_all(files: Sequence[SourceFile], jobs: int = 1) -> tuple[int, int]:
+    """jaxlint over every file with every rule on; (findings, file errors)."""
+    settings = load_settings(None)
+    results = lint_files(files, settings, all_rules(), jobs=jobs, cache=None)
+    return sum(len(r.findings) for r in results), sum(1 for r in results if r.error)
+
+
+@contextlib.contextmanager
+def no_gates(enabled: bool = True):  # type: ignore[no-untyped-def]
+    """Turn off the engine's cheap gates: the JAX-token check before parsing and each rule's
+    `TOKENS`, so every file is parsed and walked by every rule (the engine's worst case, and
+    what rules without a token gate will cost). Process-local: a forked pool inherits it,
+    a spawned one (jaxlint spawns when jax is already imported) does not."""
+    if not enabled:
+        yield
+        return
+    saved_family = engine.FAMILY_TOKENS
+    saved_tokens = {rule: rule.__dict__.get("TOKENS") for rule in all_rules()}
+    engine.FAMILY_TOKENS = ("",)  # "" is in every text
+    for rule in saved_tokens:
+        rule.TOKENS = ()
+    try:
+        yield
+    finally:
+        engine.FAMILY_TOKENS = saved_family
+        for rule, tokens in saved_tokens.items():
+            if tokens is None:
+                del rule.TOKENS
+            else:
+                rule.TOKENS = tokens
+
+
+def _cpu(function: Callable[[], object]) -> tuple[float, float, object]:
+    """(CPU seconds, wall seconds, result) of one call, after a full collection."""
+    gc.collect()
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = function()
+    return time.process_time() - cpu, time.perf_counter() - wall, result
+
+
+def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    line = "  ".join("-" * w for w in widths)
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    print(line)
+    for row in rows:
+        print("  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths))))
+
+
+def _per_file(files: Sequence[SourceFile], worst: int) -> None:
+    """Each file parsed and linted alone (best of 3): the files that cost most over the floor."""
+    rules = all_rules()
+    rows = []
+    for file in files:
+        data = file.path.read_bytes()
+        try:
+            text, encoding = source_text(file, data)
+        except _UNREADABLE:
+            continue
+        parse_times, lint_times = [], []
+        for _ in range(3):
+            start = time.process_time()
+            try:
+                cst.parse_module(text, config=cst.PartialParserConfig(encoding=encoding))
+            except (cst.ParserSyntaxError, RecursionError):
+                pass
+            parse_times.append(time.process_time() - start)
+            start = time.process_time()
+            analyze(file.display, data, rules)
+            lint_times.append(time.process_time() - start)
+        parse, lint = min(parse_times), min(lint_times)
+        rows.append((file.display, len(text.splitlines()), parse, lint))
+    rows.sort(key=lambda r: -(r[3] / r[2] if r[2] > 0 else 0.0))
+    print(f"\nworst {worst} files by lint/parse (each alone, best of 3):")
+    _table(
+        [(p, str(n), f"{a * 1000:.1f}", f"{b * 1000:.1f}", f"{b / a:.2f}x" if a else "-") for p, n, a, b in rows[:worst]],
+        ("file", "lines", "parse ms", "lint ms", "ratio"),
+    )
+
+
+def _profile(files: Sequence[SourceFile], top: int) -> None:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    lint_all(files)
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(top)
+    print(f"\ncProfile of one single-process lint, top {top} by cumulative time:")
+    print(out.getvalue())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("paths", nargs="*", help="directories or files (default: fixtures/, examples/)")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs of each (default 5)")
+    parser.add_argument("--jobs", type=int, default=None, help="also time a pool of this many processes")
+    parser.add_argument(
+        "--no-gates", action="store_true", help="parse and walk every file (no token gates)"
+    )
+    parser.add_argument("--worst", type=int, default=0, metavar="K", help="list the K costliest files")
+    parser.add_argument("--profile", type=int, default=0, metavar="K", help="cProfile one lint, top K")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+
+    paths = args.paths or _default_paths()
+    files, errors = discover(paths, load_settings(None))
+    for error in errors:
+        print(f"lint_speed: {error}", file=sys.stderr)
+    if not files:
+        print("lint_speed: no Python files found", file=sys.stderr)
+        return 2
+    corpus = Corpus(files)
+    rules = all_rules()
+    with no_gates(args.no_gates):
+        return _run(args, paths, files, corpus, rules)
+
+
+def _run(args: argparse.Namespace, paths: Sequence[str], files: Sequence[SourceFile], corpus: Corpus, rules: Sequence[type]) -> int:
+
+    # Untimed warm-up: imports, lru caches, the OS file cache.
+    parsed, syntax_errors = parse_all(files)
+    findings, file_errors = lint_all(files)
+
+    runs: list[tuple[float, float, float, float]] = []  # parse cpu, lint cpu, parse wall, lint wall
+    for _ in range(args.repeat):
+        parse_cpu, parse_wall, _unused = _cpu(lambda: parse_all(files))
+        lint_cpu, lint_wall, _unused = _cpu(lambda: lint_all(files))
+        runs.append((parse_cpu, lint_cpu, parse_wall, lint_wall))
+
+    print(f"paths:         {' '.join(paths)}")
+    print(f"rules:         {', '.join(f'{r.CODE} {r.SLUG}' for r in rules)}")
+    if args.no_gates:
+        print("gates:         OFF (--no-gates): every file parsed and walked by every rule")
+    gated = (
+        f"gates off: all {len(files)} parsed and walked"
+        if args.no_gates
+        else f"{corpus.gated_in} pass jaxlint's JAX-token gate and are parsed, "
+        f"{corpus.walked} also walked by a rule"
+    )
+    print(
+        f"files:         {len(files)} ({gated}; {syntax_errors} do not parse; "
+        f"{corpus.undecodable} undecodable)"
+    )
+    print(f"size:          {corpus.lines / 1000:.1f} kLOC, {corpus.bytes / 1e6:.2f} MB")
+    print(f"lint result:   {findings} findings, {file_errors} file errors")
+    print(f"python:        {sys.version.split()[0]}, libcst {_version('libcst')}")
+    print()
+    _table(
+        [
+            (str(i + 1), f"{p:.3f}", f"{l:.3f}", f"{l / p:.2f}x", f"{pw:.3f}", f"{lw:.3f}")
+            for i, (p, l, pw, lw) in enumerate(runs)
+        ],
+        ("run", "parse CPU s", "lint CPU s", "lint/parse", "parse wall s", "lint wall s"),
+    )
+    parse_median = statistics.median(r[0] for r in runs)
+    lint_median = statistics.median(r[1] for r in runs)
+    ratio_median = statistics.median(r[1] / r[0] for r in runs)
+    print()
+    print(f"median parse CPU:   {parse_median:.3f} s  ({corpus.lines / 1000 / parse_median:.1f} kLOC/s)")
+    print(f"median lint CPU:    {lint_median:.3f} s  ({corpus.lines / 1000 / lint_median:.1f} kLOC/s)")
+    verdict = "within" if ratio_median <= TARGET_RATIO else "OVER"
+    print(f"lint/parse:         {ratio_median:.2f}x (median of paired runs; {verdict} the {TARGET_RATIO:g}x target)")
+
+    if args.jobs:
+        walls = []
+        for _ in range(args.repeat):
+            gc.collect()
+            start = time.perf_counter()
+            lint_all(files, jobs=args.jobs)
+            walls.append(time.perf_counter() - start)
+        single = statistics.median(r[3] for r in runs)
+        pooled = statistics.median(walls)
+        print(
+            f"wall, --jobs {args.jobs}:     {pooled:.3f} s median (1 process: {single:.3f} s; "
+            f"speed-up {single / pooled:.2f}x)"
+        )
+    if args.worst:
+        _per_file(files, args.worst)
+    if args.profile:
+        _profile(files, args.profile)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
