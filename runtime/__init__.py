@@ -4,6 +4,7 @@ Needs `pip install "jaxlint[runtime]"` (jax, jaxlib, equinox). The helpers land 
 issues that introduce them; importing this package never imports jax by itself.
 """
 
+from ._batching import bucket as bucket, pad_to as pad_to, padded_batches as padded_batches
 from ._benchmark import (
     BenchmarkResult as BenchmarkResult,
     BenchmarkWarning as BenchmarkWarning,
@@ -16,6 +17,7 @@ from ._compile import (
     assert_max_compiles as assert_max_compiles,
     count_compiles as count_compiles,
 )
+from ._filter_jit import FilterJit as FilterJit, filter_jit as filter_jit
 from ._host_sync import (
     HostSync as HostSync,
     HostSyncCounter as HostSyncCounter,
@@ -24,6 +26,11 @@ from ._host_sync import (
     no_host_sync as no_host_sync,
 )
 from ._sharding import make_mesh as make_mesh, shard_module as shard_module
+from ._transfer import (
+    prefetch_to_device as prefetch_to_device,
+    prefetch_to_host as prefetch_to_host,
+    to_host as to_host,
+)
 from ._tree_surgery import (
     UnmatchedPatternWarning as UnmatchedPatternWarning,
     apply_transforms as apply_transforms,
@@ -33,6 +40,9 @@ from ._tree_surgery import (
 
 
 __all__: list[str] = [
+    "bucket",
+    "pad_to",
+    "padded_batches",
     "BenchmarkResult",
     "BenchmarkWarning",
     "ComparisonResult",
@@ -41,6 +51,8 @@ __all__: list[str] = [
     "CompileCounter",
     "assert_max_compiles",
     "count_compiles",
+    "FilterJit",
+    "filter_jit",
     "HostSync",
     "HostSyncCounter",
     "HostSyncError",
@@ -48,6 +60,9 @@ __all__: list[str] = [
     "no_host_sync",
     "make_mesh",
     "shard_module",
+    "prefetch_to_device",
+    "prefetch_to_host",
+    "to_host",
     "UnmatchedPatternWarning",
     "apply_transforms",
     "iter_modules",
