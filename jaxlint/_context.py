@@ -32,6 +32,12 @@ __all__ = ["FileContext", "Loop"]
 
 _SCOPE_NODES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _GLOBAL = re.compile(r"\bglobal\b")
+_BINDS = (
+    r"(?:\b{name}\s*(?:[-+*/@%&|^]|//|\*\*|<<|>>)?=(?!=)"
+    r"|\b(?:def|class|for)\s+{name}\b)"
+)
+_WALRUS = re.compile(r"(\w+)\s*:=")
+_GLOBAL_NAMES = re.compile(r"^[ \t]*global[ \t]+(?P<names>[\w \t,]+)", re.M)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 Loop = cst.For | cst.While | cst.ListComp | cst.SetComp | cst.DictComp | cst.GeneratorExp
@@ -54,7 +60,9 @@ class FileContext:
         self.source = source
         self.module = module
         self.ancestors: list[cst.CSTNode] = []
-        self._has_walrus = ":=" in source
+        # Names some `:=` binds; treated as bound in every scope (cheaper than finding the
+        # scope each one binds in, and it only ever makes resolution more careful).
+        self._has_walrus = frozenset(_WALRUS.findall(source)) if ":=" in source else frozenset()
         self._module_scope = module_scope(module, walrus=self._has_walrus)
         self._scopes: dict[cst.CSTNode, Scope] = {}
         self._jit: JitIndex | None = None
@@ -67,12 +75,14 @@ class FileContext:
         self._spellings: dict[tuple[frozenset[str], int], frozenset[str]] = {}
 
     def _note_global_rebindings(self) -> None:
-        """`global x` then `x = ...` in a function rebinds the module's `x`."""
-        for node in iter_subtree(self.module):
-            if isinstance(node, cst.FunctionDef):
-                scope = self._scope_of(node)
-                rebound = scope.global_names & (scope.bindings | set(scope.imports))
-                self._module_scope.bindings.update(rebound)
+        """`global x` then `x = ...` in a function rebinds the module's `x`. Found by text,
+        not by a second pass over the tree: a declared name counts as rebound when anything
+        in the file looks like binding it (precision only needs no rebinding missed)."""
+        for match in _GLOBAL_NAMES.finditer(self.source):
+            names = match.group("names").split("#", 1)[0]
+            for name in (n.strip() for n in names.split(",")):
+                if name and re.search(_BINDS.format(name=re.escape(name)), self.source):
+                    self._module_scope.bindings.add(name)
 
     # -- names ---------------------------------------------------------------------------
 

@@ -186,28 +186,11 @@ def _pattern_names(pattern: cst.CSTNode) -> set[str]:
     return names
 
 
-def _walrus_targets(body: Sequence[cst.CSTNode]) -> set[str]:
-    """Names bound by `:=` in `body`, including inside comprehensions (PEP 572 binds them
-    in the enclosing function), not inside nested functions, lambdas or classes."""
-    from ._walk import iter_children
-
-    names: set[str] = set()
-    stack = list(body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.NamedExpr) and isinstance(node.target, cst.Name):
-            names.add(node.target.value)
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        stack.extend(iter_children(node))
-    return names
-
-
-def module_scope(module: cst.Module, *, walrus: bool = False) -> Scope:
+def module_scope(module: cst.Module, *, walrus: frozenset[str] = frozenset()) -> Scope:
+    """What the module binds; `walrus` names (bound by `:=` somewhere) count as bound."""
     scope = Scope("module")
     scan_bindings(module.body, scope)
-    if walrus:
-        scope.bindings.update(_walrus_targets(module.body))
+    scope.bindings.update(walrus)
     return scope
 
 
@@ -223,9 +206,12 @@ _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
 def function_scope(
-    node: cst.FunctionDef | cst.Lambda | cst.ClassDef | cst.BaseComp, *, walrus: bool = False
+    node: cst.FunctionDef | cst.Lambda | cst.ClassDef | cst.BaseComp,
+    *,
+    walrus: frozenset[str] = frozenset(),
 ) -> Scope:
-    """What a def, lambda, class body or comprehension binds."""
+    """What a def, lambda, class body or comprehension binds; `walrus` names (bound by `:=`
+    somewhere in the file) count as bound in every function."""
     if isinstance(node, _COMPREHENSIONS):
         scope = Scope("comprehension")
         comp_for: cst.CompFor | None = node.for_in
@@ -244,6 +230,5 @@ def function_scope(
     scope = Scope("function")
     scope.bindings.update(_parameter_names(node.params))
     scan_bindings(_body_of(node.body), scope)
-    if walrus:
-        scope.bindings.update(_walrus_targets(_body_of(node.body)))
+    scope.bindings.update(walrus)
     return scope
