@@ -54,8 +54,8 @@ class Finding:
     source_line: str = ""
     cell: int | None = None  # for notebooks: the 1-based cell; `line` is then within the cell
 
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.path, self.line, self.column, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        return (self.path, self.cell or 0, self.line, self.column, self.code)
 
 
 @dataclass

@@ -68,10 +68,15 @@ def read_notebook(data: bytes) -> NotebookSource:
         cell_lines = source.splitlines()
         first = cell_lines[0].strip() if cell_lines else ""
         foreign = first.startswith("%%") and first[2:].split(" ", 1)[0] not in _PYTHON_CELL_MAGICS
+        continued = False
         for index, line in enumerate(cell_lines, start=1):
             if foreign:
                 line = ""  # `%%bash`, `%%writefile`...: the cell is not Python
+            elif continued:
+                continued = line.endswith("\\")
+                line = ""  # the rest of a `!cmd \` shell line
             elif _is_ipython_syntax(line):
+                continued = line.endswith("\\")
                 indent = line[: len(line) - len(line.lstrip())]
                 line = f"{indent}pass"
             lines.append(line)

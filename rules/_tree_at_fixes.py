@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from jaxlint._nodes import PathStep, assigns_name, attribute_path, free_names, render_path
+from jaxlint._nodes import (
+    PathStep,
+    assigns_name,
+    attribute_path,
+    free_names,
+    iter_subtree,
+    render_path,
+)
+from jaxlint._scope import target_names
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec
 
 
@@ -245,12 +253,29 @@ def _unique_name(source: str, base: str) -> str:
     return name
 
 
+def _late_bound_closure(hoist: Loop, name: str) -> bool:
+    """Whether the loop binds `name` to a function it defines (`def name`, `name = lambda`)
+    that reads variables the loop rebinds: such closures see the *last* iteration's values
+    when they are called after the loop."""
+    for node in iter_subtree(hoist, into_scopes=False):
+        if isinstance(node, cst.FunctionDef) and node.name.value == name:
+            if any(assigns_name(hoist, n) for n in free_names(node.body)):
+                return True
+        elif isinstance(node, cst.Assign) and isinstance(node.value, cst.Lambda):
+            if any(name in target_names(t.target) for t in node.targets):
+                if any(assigns_name(hoist, n) for n in free_names(node.value)):
+                    return True
+    return False
+
+
 def _loop_where(module: cst.Module, call: TreeAtCall, hoist: Loop, sequences: bool) -> str | None:
     """The `where` as it can be stored in the loop: a lambda gets the loop variables it
     reads bound as default arguments, so late binding cannot change what it selects."""
     tree = call.target
     where = call.where
     if not isinstance(where, cst.Lambda):
+        if any(_late_bound_closure(hoist, n) for n in free_names(where)):
+            return None
         return module.code_for_node(where)
     param = _lambda_param(where)
     if param is None or (not sequences and isinstance(where.body, (cst.Tuple, cst.List))):
@@ -259,6 +284,8 @@ def _loop_where(module: cst.Module, call: TreeAtCall, hoist: Loop, sequences: bo
     if tree in free:
         return None
     captured = sorted(n for n in free if assigns_name(hoist, n))
+    if any(_late_bound_closure(hoist, n) for n in captured):
+        return None
     defaults = "".join(f", {n}={n}" for n in captured)
     return f"lambda {param}{defaults}: {module.code_for_node(where.body)}"
 

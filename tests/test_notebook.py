@@ -67,3 +67,20 @@ def test_fix_leaves_notebooks_untouched(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["fix", "--unsafe-fixes", str(notebook)])
     assert result.exit_code == 1  # the finding remains
     assert notebook.read_bytes() == data
+
+
+def test_shell_line_continued_with_a_backslash_is_masked() -> None:
+    source = read_notebook(_notebook(("code", "!git clone repo \\\n    --depth 1\nimport jax\n")))
+    assert source.text.splitlines() == ["pass", "", "import jax"]
+
+
+def test_findings_are_ordered_by_cell() -> None:
+    data = _notebook(
+        ("code", "import equinox as eqx\n" + LOOP),
+        ("code", LOOP),
+        ("code", "\n\n\n" + LOOP),
+    )
+    from jaxlint._engine import Finding
+
+    findings = sorted(analyze("nb.ipynb", data, [TreeAtBatch]).result.findings, key=Finding.sort_key)
+    assert [f.cell for f in findings] == [1, 2, 3]
