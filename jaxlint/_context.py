@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -26,6 +27,10 @@ from ._scope import (
     scan_bindings,
     target_names,
 )
+
+
+if TYPE_CHECKING:
+    from ._callgraph import CallGraph
 
 
 __all__ = ["FileContext", "Loop"]
@@ -66,6 +71,7 @@ class FileContext:
         self._module_scope = module_scope(module, walrus=self._has_walrus)
         self._scopes: dict[cst.CSTNode, Scope] = {}
         self._jit: JitIndex | None = None
+        self._calls: CallGraph | None = None
         if _GLOBAL.search(source):
             self._note_global_rebindings()
         self._loop_bindings: dict[cst.CSTNode, frozenset[str]] = {}
@@ -186,6 +192,16 @@ class FileContext:
     # -- position in the code ------------------------------------------------------------
 
     @property
+    def calls(self) -> CallGraph:
+        """The file's functions, where they are called from and how they run (built on
+        first use)."""
+        if self._calls is None:
+            from ._callgraph import CallGraph
+
+            self._calls = CallGraph.build(self)
+        return self._calls
+
+    @property
     def jit(self) -> JitIndex:
         """Which callables of this file are jit-compiled (built on first use)."""
         if self._jit is None:
@@ -207,15 +223,16 @@ class FileContext:
         """Ancestors of the node being visited, then `node` itself."""
         return [*self.ancestors, node]
 
-    def loops(self, node: cst.CSTNode) -> list[Loop]:
+    def loops(self, node: cst.CSTNode, ancestors: Sequence[cst.CSTNode] | None = None) -> list[Loop]:
         """The loops that run `node` once per iteration, outermost first, stopping at the
         enclosing function or lambda (its body is not run by the loops around the `def`).
+        `ancestors` are `node`'s (default: `node` is the visited node or inside it).
 
         A `for` loop's iterable and `else` run once, so they are not inside it; a `while`
         loop's test runs every iteration; in a comprehension everything but the first
         iterable repeats.
         """
-        path = self.path_to(node)
+        path = self.path_to(node) if ancestors is None else [*ancestors, node]
         found: list[Loop] = []
         for index in range(len(path) - 2, -1, -1):
             parent, child = path[index], path[index + 1]

@@ -1,0 +1,697 @@
+"""Which functions of a file call which, from where, and whether their code runs eagerly.
+
+Built once per file on the first question a rule asks (`FileContext.calls`), by one walk
+that records every `def`, every call and every other reference to a function's name. A
+function is known by its simple name when the file binds that name exactly once, by its
+`def`; calls are attributed to it only where that `def` is the binding Python would use.
+
+The questions it answers:
+
+- `mode(def)`: does the function's body run eagerly (op by op, from Python), under a trace
+  (jitted, handed to `jax.jit`/`vmap`/`grad`/`lax.scan`..., a method of a `Module`, only
+  called from traced code), or is that unknown (its callers are in other files, or it is
+  handed to an unknown higher-order function)? Precision first: a body is eager only on
+  evidence: a call from eager code, `main`, or host-side driver code in the body itself
+  (`print`, `.item()`, `np.asarray`, `tqdm`, timers, file I/O).
+- `array_work(def)`: does it run JAX array computations (`jnp`/`lax`/`nn`/`random` calls,
+  `model.apply(...)`, a Module call in an equinox file, `@`), directly or through another
+  function of the file?
+- `repeats(def)`: the eager call paths that run it once per iteration of a loop that runs
+  many times (directly, or through the functions that call it, a few levels up).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from . import _jaxapi
+from ._scope import dotted_name, target_names
+from ._walk import iter_children
+
+
+if TYPE_CHECKING:
+    from ._context import FileContext, Loop
+
+
+__all__ = ["HOST_METHODS", "CallGraph", "Function", "Mode", "Repeat", "Site", "is_host_copy", "runs_many_times"]
+
+_LOOPS = (cst.For, cst.While, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_MAX_DEPTH = 3
+
+# Decorators that leave a function's body running as plain Python when it is called.
+_PLAIN_DECORATORS = frozenset(
+    {
+        "staticmethod",
+        "classmethod",
+        "functools.wraps",
+        "functools.lru_cache",
+        "functools.cache",
+        "hydra.main",
+        "click.command",
+        "click.option",
+        "click.argument",
+        "typer.run",
+    }
+)
+# Functions that run the callable they are given eagerly, from Python (entry points).
+_EAGER_RUNNERS = frozenset({"absl.app.run", "fire.Fire", "typer.run", "click.command"})
+# Base classes whose methods run under a trace (Flax `apply`, haiku transforms, eqx jit).
+_MODULE_BASES = ("flax.", "equinox.", "haiku.", "jax.")
+# Host-side driver code: an eager Python loop is the only place these make sense.
+_DRIVER_CALLS = frozenset(
+    {"print", "open", "input", "time.time", "time.perf_counter", "time.monotonic", "jax.block_until_ready"}
+)
+_DRIVER_PREFIXES = ("tqdm.", "logging.", "absl.logging.", "wandb.", "jax.profiler.", "jax.device_get")
+# Iterables whose items are a model's parts, not data: loops over them run a fixed, small
+# number of times (a layer stack, a parameter dict).
+_STRUCTURE_WORDS = (
+    "layer", "block", "head", "stage", "depth", "leaf", "leaves", "param", "weight", "shard",
+    "device", "module", "kernel", "level", "scale", "field", "spec", "dim", "axis", "axes",
+)  # fmt: skip
+_STRUCTURE_CALLS = frozenset(
+    {
+        "jax.tree.leaves",
+        "jax.tree_util.tree_leaves",
+        "jax.tree_util.tree_leaves_with_path",
+        "jax.tree.leaves_with_path",
+        "jax.tree_util.tree_flatten_with_path",
+        "jax.devices",
+        "jax.local_devices",
+        "zip",
+        "enumerate",
+        "reversed",
+        "sorted",
+        "list",
+        "tuple",
+        "tqdm.tqdm",
+        "tqdm.auto.tqdm",
+        "tqdm.trange",
+    }
+)
+_FEW_ITERATIONS = 8  # a literal `range(n)` below this is setup, a sweep or a test table
+# Methods of `jax.Array` and calls that copy device values to the host (or wait for them).
+HOST_METHODS = frozenset({"item", "tolist", "__array__", "block_until_ready"})
+_HOST_COPIES = frozenset(
+    {"jax.device_get", "numpy.asarray", "numpy.array", "numpy.asanyarray", "numpy.ascontiguousarray", "numpy.copy"}
+)
+# Methods of containers and files, not calls of a Module.
+_CONTAINER_METHODS = frozenset(
+    {
+        "append", "extend", "insert", "update", "setdefault", "pop", "popitem", "add", "clear",
+        "remove", "discard", "get", "items", "keys", "values", "copy", "index", "count",
+        "format", "join", "split", "startswith", "endswith", "write", "read", "close",
+    }
+)  # fmt: skip
+# Array functions that only reshape, convert, create or describe: a function doing nothing
+# else gains nothing from jit.
+_NOT_COMPUTE = frozenset(
+    {
+        "reshape", "broadcast_to", "expand_dims", "squeeze", "transpose", "asarray", "array",
+        "astype", "ravel", "atleast_1d", "atleast_2d", "atleast_3d", "moveaxis", "swapaxes",
+        "dtype", "finfo", "iinfo", "issubdtype", "result_type", "promote_types", "can_cast",
+        "shape", "ndim", "size", "isdtype", "zeros", "ones", "empty", "full", "zeros_like",
+        "ones_like", "empty_like", "full_like", "PRNGKey", "key", "key_data", "wrap_key_data",
+        "convert_element_type", "stop_gradient", "device_put",
+    }
+)  # fmt: skip
+
+
+def is_host_copy(qualified_name: str) -> bool:
+    """Whether calling `qualified_name` copies its array arguments to the host."""
+    return qualified_name in _HOST_COPIES or qualified_name.startswith("numpy.testing.")
+
+
+class Mode(enum.Enum):
+    """How a function's body runs when it is called."""
+
+    EAGER = "eager"
+    TRACED = "traced"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, eq=False)
+class Site:
+    """A call in the file: the call, its ancestors, and the innermost def/lambda/class
+    (or the module) whose code runs it."""
+
+    call: cst.Call
+    path: tuple[cst.CSTNode, ...]
+    scope: cst.CSTNode
+
+
+@dataclass
+class Function:
+    """A `def` of the file and what is known about it."""
+
+    node: cst.FunctionDef
+    path: tuple[cst.CSTNode, ...]  # its ancestors
+    owner: cst.CSTNode  # the module, def or class whose body defines it
+    trusted: bool = False  # its name is bound by this def alone, so calls by name reach it
+    sites: list[Site] = field(default_factory=list)  # calls of it by name (trusted only)
+    uses: list[tuple[cst.Name, tuple[cst.CSTNode, ...]]] = field(default_factory=list)  # other references
+    body: list[Site] = field(default_factory=list)  # calls its body makes (lambdas included)
+    matmul: bool = False  # its body uses `@`
+
+    @property
+    def name(self) -> str:
+        return self.node.name.value
+
+    @property
+    def method(self) -> bool:
+        return isinstance(self.owner, cst.ClassDef)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """How a function is run repeatedly: `site` (an eager call of `chain[0]`, or of the
+    function itself when `chain` is empty) sits in `loop`; `chain` lists the functions
+    between, innermost caller last... outermost first: `loop` calls `chain[0]`, which calls
+    `chain[1]`, ..., which calls the function."""
+
+    loop: Loop
+    site: Site
+    chain: tuple[Function, ...]
+
+
+class CallGraph:
+    """The functions of one file, who calls them from where, and how their code runs."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.functions: dict[str, Function] = {}  # trusted functions by name
+        self._defs: dict[int, Function] = {}  # every def, by id of its node
+        self._calls: list[Site] = []
+        self._reads: list[tuple[cst.Name, tuple[cst.CSTNode, ...]]] = []
+        self._bound: dict[str, int] = {}  # bindings other than a def, per name
+        self._mode: dict[int, Mode] = {}
+        self._work: dict[int, str | None] = {}
+        self._uses_flax = False
+        self._uses_equinox = False
+
+    # -- building ------------------------------------------------------------------------
+
+    @classmethod
+    def build(cls, ctx: FileContext) -> CallGraph:
+        graph = cls(ctx)
+        graph._walk(ctx.module, [])
+        imports = ctx._module_scope.imports.values()  # noqa: SLF001 - engine-internal
+        heads = {(target or "").split(".", 1)[0] for target in imports}
+        graph._uses_flax = bool(heads & {"flax", "haiku"})
+        graph._uses_equinox = "equinox" in heads
+        defs_by_name: dict[str, list[Function]] = {}
+        for function in graph._defs.values():
+            if not function.method:  # a method binds no name outside its class
+                defs_by_name.setdefault(function.name, []).append(function)
+        for name, functions in defs_by_name.items():
+            if len(functions) == 1 and not graph._bound.get(name):
+                functions[0].trusted = True
+                graph.functions[name] = functions[0]
+        for site in graph._calls:
+            func = site.call.func
+            if isinstance(func, cst.Name):
+                target = graph.functions.get(func.value)
+                if target is not None and graph._binds(func.value, site.path, site.call, target):
+                    target.sites.append(site)
+            owner = graph._defs.get(id(site.scope)) or graph._enclosing_def(site.path)
+            if owner is not None:
+                owner.body.append(site)
+        for name_node, path in graph._reads:
+            target = graph.functions.get(name_node.value)
+            if target is not None and graph._binds(name_node.value, path, name_node, target):
+                target.uses.append((name_node, path))
+        return graph
+
+    def _walk(self, node: cst.CSTNode, path: list[cst.CSTNode]) -> None:
+        if isinstance(node, cst.FunctionDef):
+            owner = next(
+                (p for p in reversed(path) if isinstance(p, (cst.FunctionDef, cst.ClassDef, cst.Module))),
+                self.ctx.module,
+            )
+            self._defs[id(node)] = Function(node, tuple(path), owner)
+        elif isinstance(node, cst.Call):
+            self._calls.append(Site(node, tuple(path), _innermost_scope([*path, node], self.ctx.module)))
+            if isinstance(node.func, cst.Name):
+                # The callee is a call, not a reference; walk the arguments only.
+                path.append(node)
+                for child in iter_children(node):
+                    if child is not node.func:
+                        self._walk(child, path)
+                path.pop()
+                return
+        elif isinstance(node, cst.Name):
+            self._reads.append((node, tuple(path)))
+            return
+        elif isinstance(node, cst.Attribute):
+            path.append(node)
+            self._walk(node.value, path)
+            path.pop()
+            return
+        elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
+            function = self._enclosing_def(path)
+            if function is not None:
+                function.matmul = True
+        elif isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
+            targets = node.targets if isinstance(node, cst.Assign) else [node]
+            for target in targets:
+                for name in target_names(target.target):
+                    self._bound[name] = self._bound.get(name, 0) + 1
+        elif isinstance(node, (cst.Import, cst.ImportFrom, cst.ClassDef)):
+            for name in _imported_or_class_names(node):
+                self._bound[name] = self._bound.get(name, 0) + 1
+        path.append(node)
+        for child in iter_children(node):
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and child is node.name:
+                continue
+            if isinstance(node, cst.Param) and child is node.name:
+                continue
+            if isinstance(node, cst.Arg) and child is node.keyword:
+                continue
+            self._walk(child, path)
+        path.pop()
+
+    def _enclosing_def(self, path: Sequence[cst.CSTNode]) -> Function | None:
+        for index in range(len(path) - 1, -1, -1):
+            node = path[index]
+            if isinstance(node, cst.FunctionDef):
+                child = path[index + 1] if index + 1 < len(path) else None
+                if child is node.body:
+                    return self._defs.get(id(node))
+            elif isinstance(node, cst.ClassDef):
+                return None
+        return None
+
+    def _binds(
+        self, name: str, path: Sequence[cst.CSTNode], anchor: cst.CSTNode, target: Function
+    ) -> bool:
+        """Whether `name`, read at `anchor`, refers to `target`'s def (it is not shadowed by
+        a parameter or local of a function in between)."""
+        full = [*path, anchor]
+        for index in range(len(full) - 2, -1, -1):
+            node, child = full[index], full[index + 1]
+            if isinstance(node, (cst.FunctionDef, cst.Lambda)) and child is node.body:
+                if node is target.owner:
+                    return True
+                if self.ctx._scope_of(node).lookup(name)[0]:  # noqa: SLF001
+                    return False
+            elif isinstance(node, _COMPREHENSIONS):
+                if name in {n for f in _comp_fors(node) for n in target_names(f.target)}:
+                    return False
+        return isinstance(target.owner, cst.Module)
+
+    # -- questions -----------------------------------------------------------------------
+
+    def function(self, node: cst.FunctionDef) -> Function | None:
+        """The facts about `node` (any def of the file)."""
+        return self._defs.get(id(node))
+
+    def mode(self, node: cst.FunctionDef) -> Mode:
+        """How the body of `node` runs when called (see the module docstring)."""
+        key = id(node)
+        cached = self._mode.get(key)
+        if cached is not None:
+            return cached
+        self._mode[key] = Mode.UNKNOWN  # recursion: a cycle alone proves nothing
+        result = self._compute_mode(self._defs[key])
+        self._mode[key] = result
+        return result
+
+    def _compute_mode(self, function: Function) -> Mode:
+        jit = self.ctx.jit
+        name = function.name
+        if function.trusted and (name in jit.functions or name in jit.traced):
+            return Mode.TRACED
+        info = self.ctx.function_info(function.node, function.path)
+        for resolved, written in zip(info.decorators, function.node.decorators):
+            decorator = resolved or dotted_name(written.decorator)
+            if decorator in _jaxapi.JIT_WRAPPERS or (decorator or "").startswith(_MODULE_BASES):
+                return Mode.TRACED
+            if decorator not in _PLAIN_DECORATORS:
+                return Mode.UNKNOWN
+        if function.method:
+            return self._method_mode(function)
+        if isinstance(function.owner, cst.FunctionDef):
+            outer = self.mode(function.owner)
+            if outer is Mode.TRACED:
+                return Mode.TRACED
+        escapes = [self._escape(name_node, path) for name_node, path in function.uses]
+        if Mode.TRACED in escapes:
+            return Mode.TRACED
+        site_modes = [self.scope_mode(site.scope, site.path) for site in function.sites]
+        if site_modes and all(m is Mode.TRACED for m in site_modes) and not escapes:
+            return Mode.TRACED
+        if Mode.EAGER in site_modes or Mode.EAGER in escapes:
+            return Mode.EAGER
+        if escapes or site_modes:
+            return Mode.UNKNOWN
+        if name == "main" or self.drives(function):
+            return Mode.EAGER
+        return Mode.UNKNOWN
+
+    def _method_mode(self, function: Function) -> Mode:
+        owner = function.owner
+        assert isinstance(owner, cst.ClassDef)
+        path = [*function.path]
+        cut = next(i for i, n in enumerate(path) if n is owner)
+        outer = path[:cut]
+        for base in owner.bases:
+            resolved = self.ctx.resolve(base.value, outer, anchor=owner)
+            if resolved is None:
+                name = dotted_name(base.value)
+                if name not in ("object", "ABC", "abc.ABC"):
+                    return Mode.UNKNOWN  # a base class of this file or unknown: maybe a Module
+            elif resolved.startswith(_MODULE_BASES):
+                return Mode.TRACED
+        return Mode.EAGER if self.drives(function) else Mode.UNKNOWN
+
+    def _escape(self, name: cst.Name, path: tuple[cst.CSTNode, ...]) -> Mode:
+        """What handing the function to whatever receives it means for its body."""
+        index = len(path) - 1
+        while index >= 0 and isinstance(path[index], cst.Arg):
+            call = path[index - 1] if index >= 1 else None
+            if not isinstance(call, cst.Call):
+                break
+            resolved = self.ctx.resolve(call.func, path[: index - 1], anchor=call)
+            if resolved in _jaxapi.PARTIAL:
+                index -= 2  # `partial(f, ...)` handed on: look at what receives the partial
+                continue
+            if resolved is None:
+                return Mode.UNKNOWN
+            if resolved in _EAGER_RUNNERS or resolved.startswith(("jax.tree.", "jax.tree_util.")):
+                # Runs it right there, once or per leaf: as the code around the call runs.
+                return self.scope_mode(_innermost_scope([*path[: index - 1], call], self.ctx.module), path)
+            if resolved.startswith(("jax.", "equinox.", "flax.", "haiku.")):
+                return Mode.TRACED  # jit, vmap, grad, lax.scan, checkpoint, custom_vjp...
+            return Mode.UNKNOWN
+        return Mode.UNKNOWN
+
+    def scope_mode(self, scope: cst.CSTNode, path: Sequence[cst.CSTNode] = ()) -> Mode:
+        """How code whose innermost scope is `scope` runs (`path`: a path through `scope`,
+        needed to tell what a lambda is handed to)."""
+        if isinstance(scope, (cst.Module, cst.ClassDef)):
+            return Mode.EAGER if isinstance(scope, cst.Module) or scope in self.ctx.module.body else Mode.UNKNOWN
+        if isinstance(scope, cst.FunctionDef) and id(scope) in self._defs:
+            return self.mode(scope)
+        if isinstance(scope, cst.Lambda):
+            index = next((i for i, n in enumerate(path) if n is scope), None)
+            if index is not None and index >= 2 and isinstance(path[index - 1], cst.Arg):
+                call = path[index - 2]
+                if isinstance(call, cst.Call):
+                    resolved = self.ctx.resolve(call.func, path[: index - 2], anchor=call) or ""
+                    if resolved.startswith(("jax.tree.", "jax.tree_util.")):
+                        outer = _innermost_scope([*path[: index - 2], call], self.ctx.module)
+                        return self.scope_mode(outer, path[: index - 2])
+                    if resolved in _jaxapi.JIT_WRAPPERS or resolved.startswith(_MODULE_BASES):
+                        return Mode.TRACED
+        return Mode.UNKNOWN  # a lambda handed to something else
+
+    def site_mode(self, call: cst.Call, path: Sequence[cst.CSTNode]) -> Mode:
+        """How the code around `call` (whose ancestors are `path`) runs."""
+        return self.scope_mode(_innermost_scope([*path, call], self.ctx.module), path)
+
+    def drives(self, function: Function) -> bool:
+        """Whether the body has host-side driver code (`print`, `.item()`, `np.asarray`,
+        timers, `tqdm`, file I/O): code that only makes sense run eagerly."""
+        for site in function.body:
+            func = site.call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in HOST_METHODS:
+                return True
+            resolved = self.ctx.resolve(func, site.path, anchor=site.call)
+            if resolved is None and isinstance(func, cst.Name) and func.value in ("print", "open", "input"):
+                resolved = func.value
+            if resolved is None:
+                continue
+            if resolved in _DRIVER_CALLS or resolved.startswith(_DRIVER_PREFIXES) or is_host_copy(resolved):
+                return True
+        return False
+
+    def array_work(self, node: cst.FunctionDef) -> tuple[str, int] | None:
+        """What array work `node` does when called eagerly: the first operation (`jnp.dot`,
+        `model.apply`, `encode`) and a rough count of the operations it dispatches (a Flax
+        `apply`, a Module call or a transform counts 2, an operation in a loop or a lambda
+        twice; layout and dtype helpers like `jnp.reshape` count nothing). Calls of jitted
+        functions are compiled work, not counted. None when it does none."""
+        return self._array_work(node, set())
+
+    def _array_work(self, node: cst.FunctionDef, seen: set[int]) -> tuple[str, int] | None:
+        key = id(node)
+        if key in self._work:
+            return self._work[key]
+        if key in seen:
+            return None
+        seen.add(key)
+        function = self._defs[key]
+        first, count = self._direct_array_work(function)
+        jit = self.ctx.jit
+        for site in function.body:
+            func = site.call.func
+            if not isinstance(func, cst.Name):
+                continue
+            callee = self.functions.get(func.value)
+            if callee is None or callee is function or site not in callee.sites:
+                continue
+            if func.value in jit.functions or self.ctx.function_info(callee.node, callee.path).jit:
+                continue  # compiled already
+            inner = self._array_work(callee.node, seen)
+            if inner is not None:
+                first = first or func.value
+                count += inner[1] * _repetition(site.path, function.node)
+        result = (first, count) if first is not None else None
+        self._work[key] = result
+        return result
+
+    def _direct_array_work(self, function: Function) -> tuple[str | None, int]:
+        """The first array operation the body itself runs (spelled as in the source), and
+        how many it dispatches (see `array_work`)."""
+        params = _parameter_names(function.node.params) | _parts_of(function.node, _parameter_names(function.node.params))
+        first: str | None = None
+        count = 0
+        for site in function.body:
+            call = site.call
+            func = call.func
+            weight = 0
+            resolved = self.ctx.resolve(func, site.path, anchor=call)
+            if resolved is not None:
+                if _jaxapi.is_array_op(resolved) and resolved.rsplit(".", 1)[-1] not in _NOT_COMPUTE:
+                    weight = 1
+            elif isinstance(func, cst.Call):
+                if self.ctx.resolve(func.func, site.path, anchor=call) in _jaxapi.TRANSFORMS:
+                    weight = 2
+            elif isinstance(func, cst.Attribute) and func.attr.value == "apply" and call.args and self._uses_flax:
+                weight = 2
+            elif self._uses_equinox and _module_call(func, params):
+                weight = 2
+            if weight:
+                first = first or (dotted_name(func.func if isinstance(func, cst.Call) else func) or "a call")
+                count += weight * _repetition(site.path, function.node)
+        if function.matmul:
+            first = first or "@"
+            count += 1
+        return first, count
+
+    def repeats(self, function: Function) -> list[Repeat]:
+        """The eager call paths that run `function` once per iteration of a loop that runs
+        many times: its own call sites in such loops, or those of the (trusted, plain)
+        functions that call it, up to three levels up."""
+        found: list[Repeat] = []
+        self._repeats(function, (), found, {id(function.node)})
+        return found
+
+    def _repeats(
+        self, function: Function, chain: tuple[Function, ...], found: list[Repeat], seen: set[int]
+    ) -> None:
+        for site in function.sites:
+            if self.scope_mode(site.scope, site.path) is not Mode.EAGER:
+                continue
+            many = [loop for loop in self.ctx.loops(site.call, site.path) if runs_many_times(self.ctx, loop, site.path)]
+            if many:
+                found.append(Repeat(many[-1], site, chain))
+                continue
+            caller = self._defs.get(id(site.scope))
+            if (
+                caller is not None
+                and caller.trusted
+                and id(caller.node) not in seen
+                and len(chain) < _MAX_DEPTH
+            ):
+                self._repeats(caller, (caller, *chain), found, seen | {id(caller.node)})
+
+
+def _repetition(path: Sequence[cst.CSTNode], function: cst.FunctionDef) -> int:
+    """2 when the code at `path` repeats inside `function` (a loop, a comprehension, a
+    lambda handed to `tree.map`...), else 1."""
+    start = next((i for i, n in enumerate(path) if n is function), 0)
+    return 2 if any(isinstance(n, (*_LOOPS, cst.Lambda)) for n in path[start + 1 :]) else 1
+
+
+def _comp_fors(node: cst.CSTNode) -> Iterator[cst.CompFor]:
+    comp_for = getattr(node, "for_in", None)
+    while comp_for is not None:
+        yield comp_for
+        comp_for = comp_for.inner_for_in
+
+
+def _innermost_scope(path: Sequence[cst.CSTNode], module: cst.Module) -> cst.CSTNode:
+    """The innermost def, lambda or class whose body holds the last node of `path` (a def's
+    decorators and defaults run in the scope around it)."""
+    for index in range(len(path) - 1, -1, -1):
+        node = path[index]
+        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            child = path[index + 1] if index + 1 < len(path) else None
+            if child is node.body:
+                return node
+    return module
+
+
+def _imported_or_class_names(node: cst.CSTNode) -> Iterator[str]:
+    if isinstance(node, cst.ClassDef):
+        yield node.name.value
+        return
+    assert isinstance(node, (cst.Import, cst.ImportFrom))
+    names = node.names
+    if isinstance(names, cst.ImportStar):
+        return
+    for alias in names:
+        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            yield alias.asname.name.value
+        else:
+            full = dotted_name(alias.name)
+            if full:
+                yield full.split(".", 1)[0]
+
+
+def _parameter_names(params: cst.Parameters) -> set[str]:
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.add(star.name.value)
+    return names
+
+
+def _module_call(func: cst.BaseExpression, params: set[str]) -> bool:
+    """`model(x)`, `model.blocks[0](x)`, `model.encoder(x)`, `block(x)` for a `block` of
+    `model.blocks`: calling a parameter or a part of one (in an equinox file, a Module
+    call), not a container method (`storage.append`)."""
+    if isinstance(func, cst.Attribute) and func.attr.value in _CONTAINER_METHODS:
+        return False
+    expr = func
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        expr = expr.value
+    return isinstance(expr, cst.Name) and expr.value in params and expr.value not in ("self", "cls")
+
+
+def _parts_of(function: cst.FunctionDef, params: set[str]) -> set[str]:
+    """Loop targets that iterate over parameters: `block` in `for block in model.blocks`,
+    `for i, block in enumerate(model.blocks)`."""
+    parts: set[str] = set()
+    for node in iter_subtree_no_scopes(function.body):
+        if isinstance(node, (cst.For, cst.CompFor)):
+            iterable = node.iter
+            while (
+                isinstance(iterable, cst.Call)
+                and isinstance(iterable.func, cst.Name)
+                and iterable.func.value in ("enumerate", "zip", "reversed", "list", "tuple")
+                and iterable.args
+            ):
+                iterable = iterable.args[0].value
+            root = iterable
+            while isinstance(root, (cst.Attribute, cst.Subscript)):
+                root = root.value
+            if isinstance(root, cst.Name) and root.value in params:
+                target = node.target
+                if isinstance(target, cst.Tuple) and len(target.elements) == 2 and isinstance(node.iter, cst.Call) \
+                        and isinstance(node.iter.func, cst.Name) and node.iter.func.value == "enumerate":
+                    target = target.elements[1].value
+                parts.update(target_names(target))
+    return parts
+
+
+def iter_subtree_no_scopes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    from ._nodes import iter_subtree
+
+    return iter_subtree(root, into_scopes=False)
+
+
+def runs_many_times(ctx: FileContext, loop: Loop, path: Sequence[cst.CSTNode]) -> bool:
+    """Whether `loop` plausibly runs many times over data (batches, steps, examples), not a
+    few times over a literal table, a small constant `range`, or a model's parts (layers,
+    parameter dicts, pytree leaves, devices). `path` is a path through the loop (ancestors
+    of something inside it)."""
+    if isinstance(loop, cst.While):
+        return not isinstance(loop.test, (cst.Integer, cst.SimpleString))
+    if isinstance(loop, cst.For):
+        iterable = loop.iter
+        target = loop.target
+    else:
+        iterable = loop.for_in.iter
+        target = loop.for_in.target
+    index = next((i for i, n in enumerate(path) if n is loop), len(path))
+    return _iterates_data(ctx, iterable, list(path[:index]), loop, target)
+
+
+def _iterates_data(
+    ctx: FileContext,
+    iterable: cst.BaseExpression,
+    path: list[cst.CSTNode],
+    anchor: cst.CSTNode,
+    target: cst.BaseExpression | None,
+) -> bool:
+    if isinstance(iterable, (cst.Tuple, cst.List, cst.Set, cst.Dict, cst.SimpleString, cst.ConcatenatedString)):
+        return False
+    if target is not None and _mentions_structure(target):
+        return False
+    if isinstance(iterable, cst.Call):
+        func = iterable.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("items", "keys", "values"):
+            return False
+        resolved = ctx.resolve(func, path, anchor=anchor)
+        if resolved is None and isinstance(func, cst.Name):
+            resolved = func.value  # builtins: range, zip, enumerate...
+        if resolved == "range":
+            constants = [_constant(a.value) for a in iterable.args]
+            if constants and all(c is not None for c in constants):
+                span = range(*constants)  # type: ignore[arg-type]
+                return len(span) >= _FEW_ITERATIONS
+            return not any(_mentions_structure(a.value) for a in iterable.args)
+        if resolved in _STRUCTURE_CALLS:
+            if resolved.startswith("jax."):
+                return False
+            return bool(iterable.args) and all(
+                _iterates_data(ctx, a.value, path, anchor, None) for a in iterable.args if a.keyword is None
+            )
+        return not _mentions_structure(iterable)
+    return not _mentions_structure(iterable)
+
+
+def _constant(expr: cst.BaseExpression) -> int | None:
+    if isinstance(expr, cst.Integer):
+        return int(expr.evaluated_value)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        inner = _constant(expr.expression)
+        return None if inner is None else -inner
+    return None
+
+
+def _mentions_structure(expr: cst.CSTNode) -> bool:
+    """Whether a name or attribute in `expr` names a model part (`layers`, `num_heads`)."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        text = None
+        if isinstance(node, cst.Name):
+            text = node.value
+        elif isinstance(node, cst.Attribute):
+            text = node.attr.value
+        elif isinstance(node, cst.SimpleString):
+            text = node.value
+        if text is not None:
+            lowered = text.lower()
+            if any(word in lowered for word in _STRUCTURE_WORDS):
+                return True
+        stack.extend(iter_children(node))
+    return False
