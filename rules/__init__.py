@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from jaxlint._rule import Rule
 
+from .jit_in_loop import JitInLoop as JitInLoop
+from .missing_jit import MissingJit as MissingJit
 from .tree_at_batch import TreeAtBatch as TreeAtBatch
 
 
 ALL_RULES: tuple[type[Rule], ...] = (TreeAtBatch,)
+ALL_RULES += (MissingJit, JitInLoop)
 
 __all__ = ["ALL_RULES", "TreeAtBatch"]
+__all__ += ["JitInLoop", "MissingJit"]

@@ -1,0 +1,524 @@
+"""## What it does
+
+Finds `jax.jit(...)`, `eqx.filter_jit(...)`, `jax.pmap(...)` (and the other jit wrappers)
+applied inside a loop to a callable made in that same iteration: a `lambda`, a
+`functools.partial(...)`, or a `def` nested in the loop body (decorated, or wrapped by name),
+when the jitted function is also called in that iteration.
+
+It stays silent when the wrapped callable is the same object every iteration (a function
+defined outside the loop, a parameter, an attribute): jax keys its compile cache on the
+function object, so re-wrapping it costs a dictionary lookup, not a compile
+(`../shared/research/jax-facts.md` §3). It also stays silent when the callable captures loop
+variables and the jitted function is only called in a loop nested inside (one compile per
+configuration of a sweep is the point), and when the jitted function is stored, returned or
+handed on instead of called.
+
+## Why is this bad?
+
+Each iteration makes a new function object, and jax's caches are keyed on it: every call of
+the new wrapper traces the Python function again and compiles it again with XLA, even though
+the code is the same. A loop of N iterations costs N compiles instead of one (measured with
+`jaxlint.runtime.count_compiles`: a `jax.jit(lambda ...)` or `jax.jit(partial(f, ...))` in a
+loop of 3 iterations compiled 3 times; `python bench/jit_extraction.py` shows the time).
+Compiles take milliseconds on CPU and seconds for a real model on an accelerator.
+
+## Example
+
+```python
+for batch in batches:
+    logits = jax.jit(lambda x: jnp.tanh(x @ x))(batch)
+```
+
+Use instead:
+
+```python
+square_tanh = jax.jit(lambda x: jnp.tanh(x @ x))
+for batch in batches:
+    logits = square_tanh(batch)
+```
+
+## Fix safety
+
+The fix hoists the wrapper above the loop (the outermost one the callable does not depend
+on): an inline `jax.jit(lambda ...)(x)` becomes a named jitted function created before the
+loop; `f = jax.jit(...)` and a decorated nested `def` move above the loop. It is **safe**
+when the callable reads no name the loop binds or visibly mutates (its closure is the same
+every iteration, so one trace computes what every iteration computed). When an inline
+`lambda` reads loop variables, the fix is **unsafe**: they become extra parameters of the
+hoisted lambda, passed as keyword arguments, so they are traced instead of baked in as
+constants, which fails when one decides a shape or Python control flow. There is no fix in
+comprehensions, for `partial(...)` or nested `def`s that capture loop variables, or when the
+wrapped name is bound elsewhere in the loop.
+
+## References
+
+- JAX, "Just-in-time compilation", caching: https://docs.jax.dev/en/latest/jit-compilation.html#caching
+- `../shared/research/jax-facts.md` §3 (what compiles, and what shares a cache).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+
+from jaxlint import _jaxapi
+from jaxlint._callgraph import runs_many_times
+from jaxlint._context import FileContext, Loop
+from jaxlint._nodes import free_names, iter_subtree
+from jaxlint._rule import Applicability, Edit, Fix, Rule
+from jaxlint._scope import function_scope, target_names
+
+
+__all__ = ["JitInLoop"]
+
+
+@dataclass
+class _Wrap:
+    """A jit wrapper applied in a loop to a callable made in the same iteration."""
+
+    node: cst.CSTNode  # the wrapper call, or the decorated def
+    api: str
+    kind: str  # "lambda", "partial", "def", "name"
+    callable: cst.CSTNode  # the Lambda / partial Call / FunctionDef
+    loops: list[Loop]
+    ancestors: list[cst.CSTNode]
+    captured: set[str]  # names read by the callable that the innermost loop binds
+
+
+class JitInLoop(Rule):
+    CODE = "JL007"
+    SLUG = "jit-in-loop"
+    MESSAGE = "a jit wrapper is created on every loop iteration around a new function: one compile per iteration"
+    FIX = Applicability.SAFE
+    TOKENS = ("jit", "pmap")
+
+    def __init__(self, ctx: FileContext, options: dict[str, object] | None = None) -> None:
+        super().__init__(ctx, options)
+        self._names: set[str] = set()  # names this pass's fixes introduce
+
+    def visit_Call(self, node: cst.Call) -> None:
+        api = self._wrapper_api(node)
+        if api is None or not node.args or node.args[0].keyword is not None or node.args[0].star:
+            return
+        loops = self.ctx.loops(node)
+        if not loops:
+            return
+        target = node.args[0].value
+        ancestors = list(self.ctx.ancestors)
+        if isinstance(target, cst.Lambda):
+            wrap = _Wrap(node, api, "lambda", target, loops, ancestors, set())
+        elif isinstance(target, cst.Call) and self.ctx.resolve(target.func, anchor=node) in _jaxapi.PARTIAL:
+            wrap = _Wrap(node, api, "partial", target, loops, ancestors, set())
+        elif isinstance(target, cst.Name):
+            made = self._made_in_loop(target.value, loops[-1])
+            if made is None:
+                return  # the same function object every iteration: the compile cache is shared
+            wrap = _Wrap(node, api, "name", made, loops, ancestors, set())
+        else:
+            return
+        self._consider(wrap)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if not node.decorators:
+            return
+        info = self.ctx.function_info(node)
+        if info.jit is None:
+            return
+        loops = self.ctx.loops(node)
+        if not loops:
+            return
+        self._consider(_Wrap(node, info.jit, "def", node, loops, list(self.ctx.ancestors), set()))
+
+    def _report_node(self, wrap: _Wrap) -> cst.CSTNode:
+        """Where to report: the wrapper call, or the jit decorator of a nested def."""
+        if isinstance(wrap.node, cst.FunctionDef):
+            info = self.ctx.function_info(wrap.node, wrap.ancestors)
+            for decorator, name in zip(wrap.node.decorators, info.decorators):
+                if name == wrap.api:
+                    return decorator
+        return wrap.node
+
+    # -- matching ------------------------------------------------------------------------
+
+    def _wrapper_api(self, call: cst.Call) -> str | None:
+        """The jit API when `call` wraps a callable: `jax.jit(f, ...)`,
+        `partial(jax.jit, ...)(f)`, `eqx.filter_jit(donate=...)(f)`; not `jax.jit(f)(x)`."""
+        func = call.func
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            if not self.ctx.is_call_to(call, _jaxapi.JIT_WRAPPERS):
+                return None
+            return self.ctx.resolve_call(call)
+        if isinstance(func, cst.Call):
+            inner = self.ctx.resolve(func.func, anchor=call)
+            if inner in _jaxapi.PARTIAL and func.args:
+                api = self.ctx.resolve(func.args[0].value, anchor=call)
+                return api if api in _jaxapi.JIT_WRAPPERS else None
+            if inner in _jaxapi.JIT_WRAPPERS and not any(a.keyword is None for a in func.args):
+                return inner
+        return None
+
+    def _made_in_loop(self, name: str, loop: Loop) -> cst.CSTNode | None:
+        """The lambda, partial or def that `name` is bound to inside `loop`'s body, when
+        that is its only binding there."""
+        if name not in self.ctx.loop_bindings(loop):
+            return None
+        found: list[cst.CSTNode] = []
+        for node in iter_subtree(loop, into_scopes=False):
+            if isinstance(node, cst.FunctionDef) and node.name.value == name:
+                found.append(node)
+            elif isinstance(node, cst.Assign):
+                if any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+                    found.append(node.value)
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
+                if name in target_names(node.target):
+                    found.append(node)  # some other binding: take no chances
+            elif isinstance(node, cst.NamedExpr) and name in target_names(node.target):
+                found.append(node)
+            elif isinstance(node, cst.WithItem) and node.asname is not None:
+                if name in target_names(node.asname.name):
+                    found.append(node)
+        if len(found) != 1:
+            return None
+        made = found[0]
+        if isinstance(made, (cst.FunctionDef, cst.Lambda)):
+            return made
+        if isinstance(made, cst.Call) and self.ctx.resolve(made.func, anchor=made) in _jaxapi.PARTIAL:
+            return made
+        return None
+
+    def _consider(self, wrap: _Wrap) -> None:
+        innermost = wrap.loops[-1]
+        path = [*wrap.ancestors, wrap.node]
+        if not any(runs_many_times(self.ctx, loop, path) for loop in wrap.loops):
+            return  # a literal table or a couple of iterations: tests, deliberate recompiles
+        bound = set(self.ctx.loop_bindings(innermost))
+        if isinstance(wrap.node, cst.Call) and any(free_names(a) & bound for a in wrap.node.args[1:]):
+            return  # `in_axes=`/`static_argnums=` change per iteration: a new configuration each time
+        if isinstance(wrap.node, cst.FunctionDef) and any(free_names(d) & bound for d in wrap.node.decorators):
+            return
+        wrap.captured = _reads(wrap.callable) & bound
+        called = self._called_in(wrap)
+        if called is None:
+            return
+        if wrap.captured and called == "inner":
+            return  # a sweep: one compile per configuration, then many calls
+        if wrap.captured and (wrap.kind != "lambda" or not _value_captures(innermost, wrap)):
+            # `partial(run, cfg)`, or a closure over a function made per iteration: one
+            # compile per configuration is likely the point.
+            return
+        fix = _fix(self.ctx, wrap, self._names) if not isinstance(innermost, _COMPREHENSIONS) else None
+        node = self._report_node(wrap)
+        ancestors = wrap.ancestors if node is wrap.node else [*wrap.ancestors, wrap.node]
+        self.report(node, _message(self.ctx.module, wrap), fix=fix, ancestors=ancestors)
+
+    def _called_in(self, wrap: _Wrap) -> str | None:
+        """Where the jitted function is called: "same" (in the iteration that made it),
+        "inner" (only in a loop nested inside), None (not called in the loop)."""
+        parent = wrap.ancestors[-1] if wrap.ancestors else None
+        if wrap.kind != "def" and isinstance(parent, cst.Call) and parent.func is wrap.node:
+            return "same"
+        name = self._bound_name(wrap)
+        if name is None:
+            return None
+        innermost = wrap.loops[-1]
+        body = innermost.body if isinstance(innermost, (cst.For, cst.While)) else innermost
+        where: str | None = None
+        for node, depth in _calls_by_name(body, name):
+            if depth == 0:
+                return "same"
+            where = "inner"
+        return where
+
+    def _bound_name(self, wrap: _Wrap) -> str | None:
+        if wrap.kind == "def":
+            assert isinstance(wrap.node, cst.FunctionDef)
+            return wrap.node.name.value
+        line = _assignment_line(wrap)
+        if line is None:
+            return None
+        assign = line.body[0]
+        assert isinstance(assign, cst.Assign)
+        return assign.targets[0].target.value  # type: ignore[attr-defined]
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+def _value_captures(loop: Loop, wrap: _Wrap) -> bool:
+    """Whether the loop variables the callable reads are plain values (loop targets, assigned
+    results), never called by it and not functions made in the loop, so that they could be
+    passed as arguments instead."""
+    called = {
+        node.func.value
+        for node in iter_subtree(wrap.callable)
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name)
+    }
+    if wrap.captured & called:
+        return False
+    for node in iter_subtree(loop, into_scopes=False):
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node.name.value in wrap.captured:
+            return False
+        if isinstance(node, cst.Assign) and isinstance(node.value, (cst.Lambda, cst.Call)):
+            names = {n for t in node.targets for n in target_names(t.target)}
+            if names & wrap.captured and (isinstance(node.value, cst.Lambda) or _is_partial_like(node.value)):
+                return False
+    return True
+
+
+def _is_partial_like(call: cst.Call) -> bool:
+    func = call.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+    return name in ("partial", "jit", "vmap", "grad", "filter_jit", "pmap")
+
+
+def _assignment_line(wrap: _Wrap) -> cst.SimpleStatementLine | None:
+    """The line `name = <wrapper call>` when that is all the statement does."""
+    if len(wrap.ancestors) < 2:
+        return None
+    assign, line = wrap.ancestors[-1], wrap.ancestors[-2]
+    if (
+        isinstance(assign, cst.Assign)
+        and assign.value is wrap.node
+        and len(assign.targets) == 1
+        and isinstance(assign.targets[0].target, cst.Name)
+        and isinstance(line, cst.SimpleStatementLine)
+        and len(line.body) == 1
+    ):
+        return line
+    return None
+
+
+def _calls_by_name(body: cst.CSTNode, name: str) -> list[tuple[cst.Call, int]]:
+    """Calls `name(...)` under `body` (not in nested scopes), with how many loops nested in
+    `body` they sit in."""
+    found: list[tuple[cst.Call, int]] = []
+    stack: list[tuple[cst.CSTNode, int]] = [(body, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == name:
+            found.append((node, depth))
+        inner = depth + 1 if isinstance(node, (cst.For, cst.While, *_COMPREHENSIONS)) else depth
+        from jaxlint._walk import iter_children
+
+        stack.extend((child, inner) for child in iter_children(node))
+    return found
+
+
+def _reads(node: cst.CSTNode) -> set[str]:
+    """Names a callable reads from outside itself (closure and partial arguments)."""
+    if isinstance(node, cst.FunctionDef):
+        own = function_scope(node).bindings
+        names = set()
+        for part in (node.body, *node.decorators, node.params):
+            names |= free_names(part)
+        return names - own - {node.name.value}
+    return free_names(node)
+
+
+def _message(module: cst.Module, wrap: _Wrap) -> str:
+    api = wrap.api.rsplit(".", 1)[-1] if wrap.api != "jax.jit" else "jax.jit"
+    if wrap.kind == "def":
+        what = f"the nested `def {getattr(wrap.node, 'name', cst.Name('f')).value}`"
+    elif wrap.kind == "name":
+        what = _made_name(wrap)
+    else:
+        what = {"lambda": "a new `lambda`", "partial": "a new `functools.partial`"}[wrap.kind]
+    loop = wrap.loops[-1]
+    header = _header(module, loop)
+    text = (
+        f"`{api}` wraps {what} on every iteration of {header}: jax caches compiles per "
+        "function object, so each iteration traces and compiles it again; hoist the jitted "
+        "function above the loop"
+    )
+    if wrap.captured:
+        names = ", ".join(f"`{n}`" for n in sorted(wrap.captured))
+        text += f" and pass {names} as argument{'s' if len(wrap.captured) > 1 else ''}"
+    return text
+
+
+def _made_name(wrap: _Wrap) -> str:
+    assert isinstance(wrap.node, cst.Call)
+    name = cst.Module([]).code_for_node(wrap.node.args[0].value)
+    kind = "a `def`" if isinstance(wrap.callable, cst.FunctionDef) else "a callable"
+    return f"`{name}`, {kind} made in the loop body,"
+
+
+def _header(module: cst.Module, loop: Loop) -> str:
+    if isinstance(loop, cst.For):
+        text = f"for {module.code_for_node(loop.target)} in {module.code_for_node(loop.iter)}"
+    elif isinstance(loop, cst.While):
+        text = f"while {module.code_for_node(loop.test)}"
+    else:
+        return "a comprehension"
+    text = " ".join(text.split())
+    return f"`{text}`" if len(text) <= 60 else f"`{text[:57]}...`"
+
+
+# -- the fix ---------------------------------------------------------------------------
+
+
+def _hoist_target(ctx: FileContext, wrap: _Wrap) -> cst.For | cst.While | None:
+    """The outermost enclosing loop statement the callable does not depend on."""
+    reads = _reads(wrap.callable)
+    target: cst.For | cst.While | None = None
+    for loop in reversed(wrap.loops):
+        if not isinstance(loop, (cst.For, cst.While)):
+            break
+        if loop is not wrap.loops[-1] and reads & set(ctx.loop_bindings(loop)):
+            break
+        target = loop
+        if reads & set(ctx.loop_bindings(loop)):
+            break  # the innermost loop, with captured values turned into arguments
+    return target
+
+
+def _mutated(loop: cst.CSTNode, names: set[str]) -> bool:
+    """Whether the loop visibly changes an object the callable reads (`cfg.lr = ...`,
+    `d[k] = ...`, `buf.append(...)`)."""
+    for node in iter_subtree(loop, into_scopes=False):
+        targets: Sequence[cst.BaseExpression] = ()
+        if isinstance(node, cst.Assign):
+            targets = [t.target for t in node.targets]
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value in ("append", "extend", "update", "insert", "pop", "clear", "setdefault", "add"):
+                targets = [node.func]
+        for target in targets:
+            if isinstance(target, (cst.Attribute, cst.Subscript)):
+                root = target
+                while isinstance(root, (cst.Attribute, cst.Subscript)):
+                    root = root.value
+                if isinstance(root, cst.Name) and root.value in names:
+                    return True
+    return False
+
+
+def _fix(ctx: FileContext, wrap: _Wrap, taken: set[str]) -> Fix | None:
+    hoist = _hoist_target(ctx, wrap)
+    if hoist is None:
+        return None
+    module = ctx.module
+    reads = _reads(wrap.callable)
+    captured = reads & set(ctx.loop_bindings(hoist))
+    applicability = Applicability.UNSAFE if captured or _mutated(hoist, reads) else Applicability.SAFE
+    if wrap.kind == "def":
+        assert isinstance(wrap.node, cst.FunctionDef)
+        if captured or not _statement_in_loop_body(wrap.ancestors, wrap.loops[-1]):
+            return None
+        edits = (
+            Edit(wrap.node, remove=True),
+            *_close_gap(wrap.ancestors[-1], wrap.node),
+            Edit(hoist, before=(wrap.node,)),
+        )
+        return Fix(applicability, edits, f"Move `{wrap.node.name.value}` above the loop")
+    if wrap.kind == "name":
+        return None
+    line = _assignment_line(wrap)
+    if line is not None and not captured:
+        if not _statement_in_loop_body(wrap.ancestors[:-2], wrap.loops[-1]):
+            return None
+        edits = (Edit(line, remove=True), *_close_gap(wrap.ancestors[-3], line), Edit(hoist, before=(line,)))
+        return Fix(applicability, edits, "Move the jitted function above the loop")
+    parent = wrap.ancestors[-1] if wrap.ancestors else None
+    if not (isinstance(parent, cst.Call) and parent.func is wrap.node):
+        return None
+    call = wrap.node
+    assert isinstance(call, cst.Call)
+    name = _unique_name(module.code, _base_name(wrap), taken)
+    wrapper = call
+    new_call: cst.Call = parent
+    if captured:
+        lam = wrap.callable
+        if not isinstance(lam, cst.Lambda) or not _simple_params(lam):
+            return None
+        extra = sorted(captured)
+        params = lam.params.with_changes(
+            params=[*lam.params.params, *(cst.Param(cst.Name(n)) for n in extra)]
+        )
+        wrapper = call.with_changes(
+            args=[call.args[0].with_changes(value=lam.with_changes(params=params)), *call.args[1:]]
+        )
+        new_call = parent.with_changes(
+            args=[*_with_comma(parent.args), *(_keyword(n) for n in extra)]
+        )
+    config = module.config_for_parsing
+    statement = cst.parse_statement(f"{name} = {module.code_for_node(wrapper)}\n", config=config)
+    replacement = new_call.with_changes(func=cst.Name(name))
+    edits = (Edit(parent, replacement=replacement), Edit(hoist, before=(statement,)))
+    title = f"Create the jitted function once, as `{name}`, before the loop"
+    return Fix(applicability, edits, title)
+
+
+def _with_comma(args: Sequence[cst.Arg]) -> list[cst.Arg]:
+    """`args` ready for more arguments after them."""
+    args = list(args)
+    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return args
+
+
+def _simple_params(lam: cst.Lambda) -> bool:
+    params = lam.params
+    return (
+        not params.posonly_params
+        and not params.kwonly_params
+        and not isinstance(params.star_arg, cst.Param)
+        and params.star_kwarg is None
+        and all(p.default is None for p in params.params)
+    )
+
+
+def _statement_in_loop_body(ancestors: Sequence[cst.CSTNode], loop: Loop) -> bool:
+    """The statement whose ancestors are `ancestors` is directly in `loop`'s body, or in
+    blocks of `if`s nested there (not in `try`/`with`, whose semantics moving could change)."""
+    index = next((i for i, n in enumerate(ancestors) if n is loop), None)
+    if index is None:
+        return False
+    for node in ancestors[index + 1 :]:
+        if not isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+            return False
+    return True
+
+
+def _base_name(wrap: _Wrap) -> str:
+    if wrap.kind == "partial":
+        assert isinstance(wrap.callable, cst.Call)
+        func = wrap.callable.args[0].value if wrap.callable.args else None
+        if isinstance(func, cst.Name):
+            return f"jitted_{func.value}"
+        if isinstance(func, cst.Attribute):
+            return f"jitted_{func.attr.value}"
+    return "jitted_fn"
+
+
+def _unique_name(source: str, base: str, taken: set[str]) -> str:
+    name, suffix = base, 1
+    while name in taken or re.search(rf"\b{re.escape(name)}\b", source):
+        suffix += 1
+        name = f"{base}_{suffix}"
+    taken.add(name)
+    return name
+
+
+def _keyword(name: str) -> cst.Arg:
+    no_space = cst.SimpleWhitespace("")
+    equal = cst.AssignEqual(whitespace_before=no_space, whitespace_after=no_space)
+    return cst.Arg(cst.Name(name), keyword=cst.Name(name), equal=equal)
+
+
+def _close_gap(block: cst.CSTNode, removed: cst.CSTNode) -> tuple[Edit, ...]:
+    """When `removed` leads its block, drop the blank lines above the statement after it."""
+    body = getattr(block, "body", None)
+    if not isinstance(body, (list, tuple)) or len(body) < 2 or body[0] is not removed:
+        return ()
+    following = body[1]
+    leading = getattr(following, "leading_lines", ())
+    if not leading or any(line.comment is not None for line in leading):
+        return ()
+    return (Edit(following, replacement=following.with_changes(leading_lines=[])),)

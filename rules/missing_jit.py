@@ -1,0 +1,264 @@
+"""## What it does
+
+Finds a function that does JAX array work (`jnp`/`lax`/`jax.nn` calls, `model.apply(...)`, an
+equinox Module call, `@`, or a call of another function of the file that does) and is called
+again and again from Python, once per iteration of a loop over batches or steps (directly, or
+through the functions that call it per batch), while nothing in the file jit-compiles it.
+
+The rule wants evidence, all in the same file: a loop that runs many times (not a literal
+table, a small constant `range`, or a loop over layers or parameter dicts) in code that runs
+eagerly (module level, `main`, a function called from there, or driver code with `print`,
+`.item()`, `tqdm`, timers), calling the function by name. It stays silent when the function
+is jitted anywhere in the file (decorated, `f = jax.jit(f)`, `fast = jax.jit(f)`), handed to
+`jax.jit`/`vmap`/`grad`/`lax.scan` or any other function (the caller may jit it: a
+function of a library is called from other files), called only from traced code, decorated,
+a method, named like setup code (`init_*`, `make_*`, `create_*`, `build_*`, `load_*`), or
+when its body would not survive jit: host I/O, `print`, `.item()`, `np.asarray`, mutation of
+outer objects, Python control flow on array values, `while` loops, `try`, or calls into code
+jaxlint cannot see.
+
+## Why is this bad?
+
+Without jit every `jnp` operation is dispatched from Python one at a time, each with its own
+small compiled kernel, and nothing is fused. Seed report 001 found an activation-extraction
+forward documented as "JIT compiled" that was not: every batch ran op by op. We measured the
+eager forward of a small encoder at 3.2x the jitted one for a batched forward and 15x for a
+per-example loop on CPU (`../shared/research/runtime-baseline.md` §8; `python
+bench/jit_extraction.py`); the report estimates 5-10x on TPU.
+
+## Example
+
+```python
+def predict(params, x):
+    hidden = jnp.tanh(x @ params["w1"])
+    return jax.nn.softmax(hidden @ params["w2"])
+
+for x in batches:
+    print(predict(params, x).argmax(-1))
+```
+
+Use instead:
+
+```python
+@jax.jit
+def predict(params, x):
+    hidden = jnp.tanh(x @ params["w1"])
+    return jax.nn.softmax(hidden @ params["w2"])
+
+for x in batches:
+    print(predict(params, x).argmax(-1))
+```
+
+## Fix safety
+
+The fix adds `@jax.jit`, or `@functools.partial(jax.jit, static_argnames=(...))` where some
+parameters must be Python values under a trace: a Flax module used as `module.apply`,
+keyword options passed to `apply`, parameters read in `if` tests, `range(...)`, `in` tests,
+dict keys, f-strings or shape arguments, and flags with string or boolean defaults. In a
+file that imports equinox and calls a Module it is given, it adds `@eqx.filter_jit`, which
+makes every non-array argument static. Imports are added. The fix is **unsafe**: jit changes
+behaviour in corner cases the rule cannot see. Static arguments must be hashable (a list of
+layer indices passed where a tuple was expected now raises), each new static value compiles
+again, Python side effects in code the function calls run once per compile instead of once per
+call, and array arguments that were Python scalars become traced (weakly typed) values.
+There is no fix when the function takes `*args`/`**kwargs`, when a static parameter is
+positional-only, or when a call site passes a list or dict literal to a static parameter.
+
+## Runtime helper
+
+For activation extraction, `jaxlint.runtime.jit_extraction(apply_fn, layers=...)` compiles
+the forward once with the layer selection static and returns stacked activations of the
+chosen layers only.
+
+## References
+
+- JAX, "Just-in-time compilation": https://docs.jax.dev/en/latest/jit-compilation.html
+- `../shared/research/runtime-baseline.md` §8 (eager vs jit forward with activations).
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from jaxlint._callgraph import Function, Mode, Repeat
+from jaxlint._context import FileContext
+from jaxlint._positions import positions
+from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
+
+from ._jit_analysis import Jittability, analyze
+
+
+__all__ = ["MissingJit"]
+
+_MIN_OPERATIONS = 2
+# Names of one-shot setup code: run a few times, not worth a compile each.
+_SETUP = re.compile(r"^_*(init|make|create|build|setup|load|save|restore|prepare|plot|log|print|download|test)", re.I)
+
+
+class MissingJit(Rule):
+    CODE = "JL001"
+    SLUG = "missing-jit"
+    MESSAGE = "function doing array work is called in a loop but is never jit-compiled"
+    FIX = Applicability.UNSAFE
+    TOKENS = ("jax", "flax")
+
+    def __init__(self, ctx: FileContext, options: dict[str, object] | None = None) -> None:
+        super().__init__(ctx, options)
+        self._loop_call = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # Cheap gate: the graph is built only for files that call a name inside a loop.
+        if not self._loop_call and isinstance(node.func, cst.Name) and self.ctx.loops(node):
+            self._loop_call = True
+
+    def finish(self) -> None:
+        if not self._loop_call:
+            return
+        graph = self.ctx.calls
+        candidates: dict[int, tuple[str, Jittability]] = {}
+        for function in graph.functions.values():
+            found = self._candidate(function)
+            if found is not None:
+                candidates[id(function.node)] = found
+        for function in graph.functions.values():
+            if id(function.node) not in candidates:
+                continue
+            work, jittability = candidates[id(function.node)]
+            repeat = next(
+                (r for r in graph.repeats(function) if not any(id(f.node) in candidates for f in r.chain)),
+                None,
+            )
+            if repeat is None:
+                continue
+            self.report(
+                function.node.name,
+                self._message(function, work, repeat, jittability),
+                fix=self._fix(function, jittability),
+                ancestors=[*function.path, function.node],
+            )
+
+    def _candidate(self, function: Function) -> tuple[str, Jittability] | None:
+        node = function.node
+        if node.decorators or node.asynchronous is not None or function.uses:
+            return None
+        if _SETUP.match(function.name):
+            return None
+        graph = self.ctx.calls
+        if graph.mode(node) is Mode.TRACED:
+            return None
+        found = graph.array_work(node)
+        if found is None or found[1] < _MIN_OPERATIONS:
+            return None  # one operation dispatches once with or without jit
+        work = found[0]
+        jittability = analyze(self.ctx, graph, function)
+        if jittability.blockers:
+            return None
+        return work, jittability
+
+    def _message(self, function: Function, work: str, repeat: Repeat, jittability: Jittability) -> str:
+        loop = repeat.loop
+        line = self._line(loop, repeat.site.path)
+        where = f"`{_loop_header(loop)}`" + (f" (line {line})" if line else "")
+        scope = repeat.site.scope
+        if isinstance(scope, cst.FunctionDef):
+            where += f" in `{scope.name.value}()`"
+        via = ""
+        if repeat.chain:
+            via = " via " + " → ".join(f"`{f.name}()`" for f in repeat.chain)
+        return (
+            f"`{function.name}()` does array work (`{work}`) but is never jit-compiled, and it "
+            f"runs once per iteration of {where}{via}: every call dispatches its operations one "
+            f"by one from Python; " + _static_hint(jittability)
+        )
+
+    def _line(self, loop: cst.CSTNode, path: tuple[cst.CSTNode, ...]) -> int | None:
+        module = self.ctx.module
+        statement = path[1] if len(path) > 1 and path[0] is module else None
+        if statement is None:
+            return None
+        found = positions(module, [(loop, statement)]).get(loop)
+        return found.start.line if found is not None else None
+
+    def _fix(self, function: Function, jittability: Jittability) -> Fix | None:
+        if jittability.undeterminable is not None:
+            return None
+        statics = tuple(n for n in _parameter_order(function.node) if n in jittability.statics)
+        if statics and _list_passed(function, statics):
+            return None
+        imports: list[ImportSpec] = []
+        if jittability.module_calls:
+            decorator, spec = _spelling(self.ctx, "equinox", "filter_jit", "eqx")
+            imports += spec
+            title = "Decorate it with `@eqx.filter_jit`"
+        else:
+            jit, spec = _spelling(self.ctx, "jax", "jit", "jax")
+            imports += spec
+            if statics:
+                partial, spec = _spelling(self.ctx, "functools", "partial", "functools")
+                imports += spec
+                names = ", ".join(f'"{n}"' for n in statics) + ("," if len(statics) == 1 else "")
+                decorator = f"{partial}({jit}, static_argnames=({names}))"
+                title = f"Decorate it with `@partial(jax.jit, static_argnames=({names}))`"
+            else:
+                decorator = jit
+                title = "Decorate it with `@jax.jit`"
+        new = function.node.with_changes(
+            decorators=[cst.Decorator(decorator=cst.parse_expression(decorator))]
+        )
+        return Fix(Applicability.UNSAFE, (Edit(function.node, replacement=new),), title, tuple(imports))
+
+
+def _parameter_order(node: cst.FunctionDef) -> list[str]:
+    params = node.params
+    return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+
+
+def _list_passed(function: Function, statics: tuple[str, ...]) -> bool:
+    """Whether a call site passes an unhashable literal (list, dict, set) to a static parameter."""
+    positional = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
+    unhashable = (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp)
+    for site in function.sites:
+        for index, arg in enumerate(site.call.args):
+            name = arg.keyword.value if arg.keyword is not None else (positional[index] if index < len(positional) else None)
+            if name in statics and isinstance(arg.value, unhashable):
+                return True
+    return False
+
+
+def _spelling(ctx: FileContext, module: str, name: str, default: str) -> tuple[str, list[ImportSpec]]:
+    """How to write `module.name` in this file, and the import it needs (if any)."""
+    imports = ctx._module_scope.imports  # noqa: SLF001 - engine-internal
+    for local, target in imports.items():
+        if target == module:
+            return f"{local}.{name}", []
+    for local, target in imports.items():
+        if target == f"{module}.{name}":
+            return local, []
+    if default != module:
+        return f"{default}.{name}", [ImportSpec(module, alias=default)]
+    return f"{module}.{name}", [ImportSpec(module)]
+
+
+def _loop_header(loop: cst.CSTNode) -> str:
+    code = cst.Module([]).code_for_node
+    if isinstance(loop, cst.For):
+        text = f"for {code(loop.target)} in {code(loop.iter)}"
+    elif isinstance(loop, cst.While):
+        text = f"while {code(loop.test)}"
+    else:
+        text = "the comprehension " + code(loop)
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _static_hint(jittability: Jittability) -> str:
+    if jittability.module_calls:
+        return "compile it with `eqx.filter_jit` (it calls the Modules it is given)"
+    if jittability.undeterminable is not None:
+        return f"jit-compile it (jaxlint cannot tell which parameters are static: {jittability.undeterminable})"
+    if not jittability.statics:
+        return "compile it with `@jax.jit`"
+    names = ", ".join(f"`{n}`" for n in jittability.statics)
+    return f"compile it with `jax.jit`, static: {names}"
