@@ -17,6 +17,7 @@ from ._compile import (
     assert_max_compiles as assert_max_compiles,
     count_compiles as count_compiles,
 )
+from ._extraction import jit_extraction as jit_extraction
 from ._filter_jit import FilterJit as FilterJit, filter_jit as filter_jit
 from ._host_sync import (
     HostSync as HostSync,
@@ -51,6 +52,7 @@ __all__: list[str] = [
     "CompileCounter",
     "assert_max_compiles",
     "count_compiles",
+    "jit_extraction",
     "FilterJit",
     "filter_jit",
     "HostSync",
