@@ -123,10 +123,15 @@ class FileContext:
         return f"{target}.{rest}" if rest else target
 
     def _lookup(self, head: str, path: Sequence[cst.CSTNode]) -> str | None:
-        """Look `head` up from the end of `path` outwards, in Python's scoping order: a
-        def's decorators, defaults and annotations, a class's bases and a comprehension's
-        first iterable belong to the enclosing scope; class bodies are invisible to the
-        functions and comprehensions inside them."""
+        """What `head`, read at the end of `path`, was imported as (None: not an import)."""
+        scope = self._binding_scope(head, path)
+        return None if scope is None else scope.lookup(head)[1]
+
+    def _binding_scope(self, head: str, path: Sequence[cst.CSTNode]) -> Scope | None:
+        """The innermost scope that binds `head` as seen from the end of `path`, in Python's
+        scoping order: a def's decorators, defaults and annotations, a class's bases and a
+        comprehension's first iterable belong to the enclosing scope; class bodies are
+        invisible to the functions and comprehensions inside them."""
         innermost = True
         for index in range(len(path) - 2, -1, -1):
             node, child = path[index], path[index + 1]
@@ -142,11 +147,10 @@ class FileContext:
             else:
                 continue
             innermost = False
-            bound, target = self._scope_of(node).lookup(head)
-            if bound:
-                return target
-        bound, target = self._module_scope.lookup(head)
-        return target if bound else None
+            scope = self._scope_of(node)
+            if scope.lookup(head)[0]:
+                return scope
+        return self._module_scope if self._module_scope.lookup(head)[0] else None
 
     def resolve_call(self, call: cst.Call) -> str | None:
         """The qualified name of the function `call` calls, if it is an imported name.
@@ -208,16 +212,26 @@ class FileContext:
             self._jit = JitIndex.build(self)
         return self._jit
 
-    def dispatches(self, call: cst.Call) -> bool:
-        """Whether `call` (the visited node or inside it) sends work to the device: a JAX
-        array operation (`jnp.*`, `jax.lax.*`, `jax.random.*`...) or a jitted callable."""
-        name = self.resolve_call(call)
+    def dispatches(self, call: cst.Call, ancestors: Sequence[cst.CSTNode] | None = None) -> bool:
+        """Whether `call` sends work to the device: a JAX array operation (`jnp.*`,
+        `jax.lax.*`, `jax.random.*`...) or a jitted callable. `ancestors` are `call`'s
+        (default: `call` is the visited node or inside it)."""
+        path = self.ancestors if ancestors is None else ancestors
+        name = self.resolve(call.func, path, anchor=call)
         if name is not None:
             return _jaxapi.is_array_op(name)
         func = call.func
-        if isinstance(func, cst.Call) and self.resolve_call(func) in _jaxapi.TRANSFORMS:
+        if isinstance(func, cst.Call) and self.resolve(func.func, path, anchor=call) in _jaxapi.TRANSFORMS:
             return True
-        return self.jit.callee(call, self.ancestors) is not None
+        return self.jit.callee(call, path) is not None
+
+    def is_builtin(
+        self, name: str, ancestors: Sequence[cst.CSTNode] | None = None, *, anchor: cst.CSTNode
+    ) -> bool:
+        """Whether `name`, read at `anchor` (whose ancestors are `ancestors`, default: those of
+        the visited node), is bound by no enclosing scope, so it is Python's builtin."""
+        path = [*(self.ancestors if ancestors is None else ancestors), anchor]
+        return self._binding_scope(name, path) is None
 
     def path_to(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """Ancestors of the node being visited, then `node` itself."""

@@ -15,6 +15,13 @@ __all__ = [
     "PARTIAL",
     "TREE_AT",
     "decorator_target",
+    "BLOCKING",
+    "HOST_COPIES",
+    "HOST_METHODS",
+    "HOST_BUILTINS",
+    "is_tree_util",
+    "is_host_copy",
+    "IN_PLACE_JIT",
 ]
 
 TREE_AT = frozenset({"equinox.tree_at"})
@@ -35,6 +42,10 @@ JIT_WRAPPERS = frozenset(
         "flax.linen.jit",
     }
 )
+
+# Jit wrappers whose functions update the objects they are given in place (Flax NNX modules
+# and optimizers), so their results live in their arguments rather than their return value.
+IN_PLACE_JIT = frozenset({"flax.nnx.jit"})
 
 PARTIAL = frozenset({"functools.partial"})
 
@@ -67,6 +78,36 @@ TRANSFORMS = frozenset(
         "equinox.filter_value_and_grad",
     }
 )
+
+
+# Calls that wait for device work to finish (whatever their argument).
+BLOCKING = frozenset({"jax.block_until_ready", "jax.effects_barrier"})
+# Calls that copy device arrays to the host, so they wait for the arrays they are given.
+HOST_COPIES = frozenset(
+    {
+        "jax.device_get",
+        "numpy.asarray",
+        "numpy.array",
+        "numpy.asanyarray",
+        "numpy.ascontiguousarray",
+        "numpy.copy",
+    }
+)
+_HOST_MODULES = ("numpy.testing.",)
+# Methods of `jax.Array` that copy it to the host (or wait for it).
+HOST_METHODS = frozenset({"item", "tolist", "__array__", "block_until_ready"})
+# Builtins that convert an array to a host value (`float(x)`, `print(x)`, `f"{x}"`...).
+HOST_BUILTINS = frozenset({"float", "int", "bool", "complex", "print", "str", "repr", "format"})
+
+
+def is_host_copy(qualified_name: str) -> bool:
+    """Whether calling `qualified_name` copies its array arguments to the host."""
+    return qualified_name in HOST_COPIES or qualified_name.startswith(_HOST_MODULES)
+
+
+def is_tree_util(qualified_name: str) -> bool:
+    """Whether `qualified_name` is a pytree utility (`jax.tree.map`, `jax.tree_util.*`)."""
+    return qualified_name.startswith(("jax.tree.", "jax.tree_util."))
 
 
 def is_array_op(qualified_name: str) -> bool:

@@ -7,10 +7,11 @@ from jaxlint._rule import Rule
 from .jit_in_loop import JitInLoop as JitInLoop
 from .missing_jit import MissingJit as MissingJit
 from .tree_at_batch import TreeAtBatch as TreeAtBatch
+from .unsynced_timing import UnsyncedTiming as UnsyncedTiming
 
 
-ALL_RULES: tuple[type[Rule], ...] = (TreeAtBatch,)
+ALL_RULES: tuple[type[Rule], ...] = (TreeAtBatch, UnsyncedTiming)
 ALL_RULES += (MissingJit, JitInLoop)
 
-__all__ = ["ALL_RULES", "TreeAtBatch"]
+__all__ = ["ALL_RULES", "TreeAtBatch", "UnsyncedTiming"]
 __all__ += ["JitInLoop", "MissingJit"]

@@ -186,7 +186,10 @@ def test_rule_docs_examples(rule: type[Rule]) -> None:
     for heading in ("## What it does", "## Why is this bad?", "## Example", "Use instead:", "## Fix safety"):
         assert heading in docs, f"{rule.SLUG} docs lack {heading!r}"
     bad, good = _doc_blocks(rule)
-    prelude = "import equinox as eqx\nimport jax\nimport jax.numpy as jnp\n\n\ndef example(model, net, plan, encoder, head, params, batches):\n"
+    prelude = (
+        "import time\nimport timeit\n\nimport equinox as eqx\nimport jax\nimport jax.numpy as jnp\n"
+        "import numpy as np\n\n\ndef example(model, net, plan, encoder, head, params, batches):\n"
+    )
     indent = lambda code: "".join(f"    {line}\n" if line else "\n" for line in code.splitlines())  # noqa: E731
     bad_findings = analyze("doc", (prelude + indent(bad)).encode(), [rule]).result.findings
     good_findings = analyze("doc", (prelude + indent(good)).encode(), [rule]).result.findings

@@ -1,0 +1,554 @@
+"""Timed regions: the code run between two timer reads, and what ran before the first.
+
+`t0 = time.perf_counter()` ... `time.perf_counter() - t0` (or `t1 = time.perf_counter()` and
+a later `t1 - t0`) times the statements between the two reads. `timed_region` finds the start
+read that reaches a given end read, and lists what runs in between in execution order, as
+`Step`s for `DeviceFlow`: the statements after the start, the headers of the compound
+statements the end read sits in, and what comes before it in their bodies. Precision first:
+no region when the start is ambiguous (rebound on another path, or inside a loop around the
+end read), or when the end read sits in an `except`/`finally`/`else` block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from ._waits import DeviceFlow, Step, Work
+from ._nodes import iter_subtree
+from ._scope import target_names
+from ._walk import iter_children
+
+
+if TYPE_CHECKING:
+    from ._context import FileContext
+
+
+__all__ = ["TIMERS", "TIMEIT", "Segment", "TimedRegion", "TimingIndex", "is_timer_read"]
+
+# Clocks read around code to time it.
+TIMERS = frozenset(
+    {
+        "time.time",
+        "time.perf_counter",
+        "time.monotonic",
+        "time.process_time",
+        "time.time_ns",
+        "time.perf_counter_ns",
+        "time.monotonic_ns",
+        "time.process_time_ns",
+        "timeit.default_timer",
+    }
+)
+# `timeit` entry points that take the code to time as their first argument.
+TIMEIT = frozenset({"timeit.timeit", "timeit.repeat", "timeit.Timer"})
+
+_BLOCKS = (cst.IndentedBlock, cst.Module)
+_LOOPS = (cst.For, cst.While)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Statements `block.body[first:stop]` of one block, run in the region; then the
+    `headers` of the compound statement at `stop` that the end read sits in (if any)."""
+
+    block: cst.CSTNode  # an IndentedBlock or the Module
+    path: tuple[cst.CSTNode, ...]  # the ancestors of `block`, then `block`
+    first: int
+    stop: int
+    repeated: bool  # inside a loop, below the start, that holds the end read
+    headers: tuple[Step, ...]
+
+    def steps(self, first: int | None = None) -> Iterator[Step]:
+        """The segment's statements from `first` (default: all of them) as steps."""
+        for stmt in self.block.body[self.first if first is None else first : self.stop]:  # type: ignore[attr-defined]
+            yield from _flatten(stmt, self.path, certain=True, repeated=self.repeated)
+
+
+@dataclass(frozen=True)
+class TimedRegion:
+    """The code between a start read (`start`, a `t0 = timer()` line) and an end read."""
+
+    start: cst.SimpleStatementLine
+    start_name: str
+    start_path: tuple[cst.CSTNode, ...]  # the ancestors of `start`
+    end_line: cst.SimpleStatementLine  # the statement holding the end read
+    end_path: tuple[cst.CSTNode, ...]  # its ancestors
+    segments: tuple[Segment, ...]  # what runs between them, block by block, outermost first
+    scope: cst.CSTNode  # the body of the function (or the module) holding both reads
+    function: cst.FunctionDef | None  # that function
+    start_in_loop: bool  # the whole region repeats (a loop around the start read)
+
+    def steps(self) -> Iterator[Step]:
+        """What runs between the two reads, in execution order."""
+        for segment in self.segments:
+            yield from segment.steps()
+            yield from segment.headers
+
+    def before(self) -> Iterator[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]]:
+        """The statements (and compound headers) of the scope that ran before `start`,
+        nearest first, each with its ancestors."""
+        path = (*self.start_path, self.start)
+        for k in range(len(path) - 2, -1, -1):
+            node = path[k]
+            if isinstance(node, _BLOCKS):
+                stop = next(i for i, n in enumerate(node.body) if n is path[k + 1])
+                for stmt in reversed(node.body[:stop]):  # type: ignore[index]
+                    yield stmt, path[: k + 1]
+            elif not isinstance(node, cst.FunctionDef):
+                for step in _headers(node, path[:k], path[k + 1]):
+                    yield step.node, step.path
+            if node is self.scope:
+                return
+
+
+@dataclass
+class _Progress:
+    """How far the flow of one (start, chain of blocks) has been computed."""
+
+    done: int  # statements of the last block fed so far
+    flow: DeviceFlow
+    cold: dict[str, tuple[cst.Call, tuple[cst.CSTNode, ...]]]
+
+
+def is_timer_read(ctx: FileContext, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Whether `call` (with `ancestors`) reads a clock: `time.perf_counter()` and the like."""
+    return ctx.resolve(call.func, ancestors, anchor=call) in TIMERS
+
+
+class TimingIndex:
+    """The timed regions of one file, with the caches that keep the analysis linear in the
+    file's size: the subtractions of each scope, the names each statement binds, positions
+    in blocks, and the flow through each start read's region so far (later end reads of the
+    same start extend it instead of starting over)."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        # Caches keyed by node id; each entry keeps its node alive so ids stay unique.
+        self._subtractions: dict[int, tuple[cst.CSTNode, dict[str, str]]] = {}
+        self._binders: dict[int, tuple[cst.CSTNode, list[frozenset[str]], frozenset[str]]] = {}
+        self._positions: dict[int, tuple[cst.CSTNode, dict[int, int]]] = {}
+        self._progress: dict[tuple[int, ...], _Progress] = {}
+        self._once: dict[int, bool] = {}
+        self._warm: dict[tuple[int, str], bool] = {}
+
+    # -- finding the region ----------------------------------------------------------------
+
+    def region(self, read: cst.Call, ancestors: Sequence[cst.CSTNode]) -> TimedRegion | None:
+        """The region that the timer read `read` (whose ancestors are `ancestors`) ends."""
+        path = [*ancestors, read]
+        line_index = _innermost(path, cst.SimpleStatementLine)
+        if line_index is None or any(isinstance(n, cst.Lambda) for n in path[line_index:]):
+            return None
+        scope_index = _scope_index(path, line_index)
+        if scope_index is None:
+            return None
+        start_name = self._start_name(path, path[scope_index])
+        if start_name is None:
+            return None
+        # Walk up from the end read's statement to the scope, looking for the start read
+        # among the statements before the path at each level.
+        start: tuple[int, int] | None = None
+        for k in range(line_index - 1, scope_index - 1, -1):
+            block = path[k]
+            if not isinstance(block, _BLOCKS):
+                continue
+            child_index = self._index_in(block, path[k + 1])
+            if child_index is None:
+                return None
+            found = self._assignment_before(block, child_index, start_name, tuple(path[: k + 1]))
+            if found is False:
+                return None
+            if found is not None:
+                start = (k, found)
+                break
+        if start is None:
+            return None
+        start_k, start_index = start
+        # The compounds between the start and the end read: their kind decides what ran.
+        for k in range(start_k + 1, line_index):
+            node, child = path[k], path[k + 1]
+            if isinstance(node, (cst.Try, cst.TryStar)) and child is not node.body:
+                return None
+            if isinstance(node, (cst.For, cst.While)) and child is not node.body:
+                return None
+            if isinstance(node, cst.Match):
+                return None
+            if isinstance(node, _LOOPS) and self._rebinds(node.body, start_name):
+                return None  # the start is rebound on a later iteration: loop-carried timing
+        scope = path[scope_index]
+        block = path[start_k]
+        return TimedRegion(
+            start=block.body[start_index],  # type: ignore[attr-defined]
+            start_name=start_name,
+            start_path=tuple(path[: start_k + 1]),
+            end_line=path[line_index],  # type: ignore[arg-type]
+            end_path=tuple(path[:line_index]),
+            segments=tuple(self._segments(path, start_k, start_index, line_index)),
+            scope=scope,
+            function=path[scope_index - 1] if isinstance(scope, cst.IndentedBlock) else None,  # type: ignore[arg-type]
+            start_in_loop=any(isinstance(path[k], _LOOPS) for k in range(scope_index + 1, start_k)),
+        )
+
+    def _segments(
+        self, path: Sequence[cst.CSTNode], start_k: int, start_index: int, line_index: int
+    ) -> Iterator[Segment]:
+        """The blocks on the way from the start statement down to the end read's line."""
+        k, first, repeated = start_k, start_index + 1, False
+        while True:
+            block = path[k]
+            stop = self._index_in(block, path[k + 1])
+            assert stop is not None
+            if k + 1 == line_index:
+                yield Segment(block, tuple(path[: k + 1]), first, stop, repeated, ())
+                return
+            # Descend through the compound statement (and its clauses) holding the end read.
+            headers: list[Step] = []
+            inner = repeated
+            j = k + 1
+            while not isinstance(path[j], _BLOCKS):
+                for step in _headers(path[j], tuple(path[:j]), path[j + 1]):
+                    headers.append(Step(step.node, step.path, converts=step.converts, repeated=inner, binds=step.binds))
+                inner = inner or isinstance(path[j], _LOOPS)
+                j += 1
+            yield Segment(block, tuple(path[: k + 1]), first, stop, repeated, tuple(headers))
+            k, first, repeated = j, 0, inner
+
+    # -- what happens in it ----------------------------------------------------------------
+
+    def pending(self, region: TimedRegion) -> list[Work]:
+        """The device work started in `region` that nothing waits for before the end read:
+        the leaves of it (see `DeviceFlow.leaves`). A wait on the end read's own line (as in
+        `print(f"{loss} {time.time() - t0}")`) counts."""
+        flow = self._walk(region).flow.copy()
+        flow.feed_waits(Step(region.end_line, region.end_path))
+        return flow.leaves()
+
+    def cold_calls(self, region: TimedRegion) -> list[tuple[cst.Call, tuple[cst.CSTNode, ...], str]]:
+        """Calls of jitted functions repeated inside the timed region whose function was not
+        called (or otherwise used) before the timer started: the first timed call compiles,
+        inside the region.
+
+        Silent when the region itself repeats, or when the function holding it may run more
+        than once (see `_runs_once`): an earlier run would have compiled."""
+        if region.start_in_loop:
+            return []
+        found = self._walk(region).cold
+        if not found:
+            return []
+        once = self._once.get(id(region.scope))
+        if once is None:
+            once = self._once[id(region.scope)] = _runs_once(region.scope, self.ctx.module)
+        if not once:
+            return []
+        hits = []
+        for callee, (call, path) in found.items():
+            key = (id(region.start), callee)
+            if key not in self._warm:
+                self._warm[key] = _used_before(region, callee)
+            if not self._warm[key]:
+                hits.append((call, path, callee))
+        return hits
+
+    def _walk(self, region: TimedRegion) -> _Progress:
+        """Feed the region's steps, reusing what an earlier end read of the same start (down
+        the same blocks) computed: each statement is analysed once per start."""
+        key: tuple[int, ...] = (id(region.start),)
+        state = _Progress(0, DeviceFlow(self.ctx), {})
+        for segment in region.segments:
+            key = (*key, id(segment.block))
+            cached = self._progress.get(key)
+            if cached is not None and cached.done <= segment.stop:
+                state = _Progress(cached.done, cached.flow.copy(), dict(cached.cold))
+            else:
+                state = _Progress(segment.first, state.flow.copy(), dict(state.cold))
+            for step in segment.steps(state.done):
+                self._feed(state, step)
+            state.done = segment.stop
+            self._progress[key] = _Progress(state.done, state.flow.copy(), dict(state.cold))
+            for step in segment.headers:
+                self._feed(state, step)
+        return state
+
+    def _feed(self, state: _Progress, step: Step) -> None:
+        state.flow.feed(step)
+        if step.repeated:
+            for call, path in _step_calls(step):
+                callee = _callee_name(call)
+                if callee is not None and callee not in state.cold and self.ctx.jit.callee(call, path):
+                    state.cold[callee] = (call, path)
+
+    # -- caches ----------------------------------------------------------------------------
+
+    def _index_in(self, block: cst.CSTNode, child: cst.CSTNode) -> int | None:
+        """The position of `child` in `block.body`."""
+        cached = self._positions.get(id(block))
+        if cached is None:
+            body = block.body  # type: ignore[attr-defined]
+            cached = self._positions[id(block)] = (block, {id(n): i for i, n in enumerate(body)})
+        return cached[1].get(id(child))
+
+    def _start_name(self, path: Sequence[cst.CSTNode], scope: cst.CSTNode) -> str | None:
+        """The name the end read is measured from: `timer() - t0`, or `t1 = timer()` and a
+        `t1 - t0` somewhere in the scope."""
+        read, parent = path[-1], path[-2]
+        if isinstance(parent, cst.BinaryOperation) and parent.left is read:
+            if isinstance(parent.operator, cst.Subtract) and isinstance(parent.right, cst.Name):
+                return parent.right.value
+            return None
+        if not (isinstance(parent, cst.Assign) and parent.value is read and len(parent.targets) == 1):
+            return None
+        target = parent.targets[0].target
+        if not isinstance(target, cst.Name):
+            return None
+        cached = self._subtractions.get(id(scope))
+        if cached is None:
+            pairs: dict[str, str] = {}
+            for node in iter_subtree(scope, into_scopes=False):
+                if (
+                    isinstance(node, cst.BinaryOperation)
+                    and isinstance(node.operator, cst.Subtract)
+                    and isinstance(node.left, cst.Name)
+                    and isinstance(node.right, cst.Name)
+                ):
+                    pairs.setdefault(node.left.value, node.right.value)
+            cached = self._subtractions[id(scope)] = (scope, pairs)
+        return cached[1].get(target.value)
+
+    def _binders_of(self, block: cst.CSTNode) -> list[frozenset[str]]:
+        """The names each statement of `block` binds."""
+        cached = self._binders.get(id(block))
+        if cached is None:
+            binds = [frozenset(_bound_names(stmt)) for stmt in block.body]  # type: ignore[attr-defined]
+            cached = self._binders[id(block)] = (block, binds, frozenset().union(*binds))
+        return cached[1]
+
+    def _rebinds(self, body: cst.BaseSuite, name: str) -> bool:
+        """Whether a loop body binds `name` anywhere."""
+        if isinstance(body, cst.SimpleStatementSuite):
+            return name in set(_bound_names(body))
+        self._binders_of(body)
+        return name in self._binders[id(body)][2]
+
+    def _assignment_before(
+        self, block: cst.CSTNode, stop: int, name: str, block_path: tuple[cst.CSTNode, ...]
+    ) -> int | None | bool:
+        """The index of the nearest statement of `block` before `stop` that binds `name`, if
+        it is `name = <timer read>`; False if it binds it otherwise; None if none does."""
+        binders = self._binders_of(block)
+        body = block.body  # type: ignore[attr-defined]
+        for index in range(stop - 1, -1, -1):
+            if name not in binders[index]:
+                continue
+            stmt = body[index]
+            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+                small = stmt.body[0]
+                if (
+                    isinstance(small, cst.Assign)
+                    and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name)
+                    and isinstance(small.value, cst.Call)
+                    and is_timer_read(self.ctx, small.value, (*block_path, stmt, small))
+                ):
+                    return index
+            return False
+        return None
+
+
+def _bound_names(stmt: cst.CSTNode) -> Iterator[str]:
+    """Every name a statement binds (as `assigns_name` sees them), in one pass."""
+    for node in iter_subtree(stmt, into_scopes=False):
+        if isinstance(node, cst.Assign):
+            for t in node.targets:
+                yield from target_names(t.target)
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor)):
+            yield from target_names(node.target)
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            yield from target_names(node.asname.name)
+        elif isinstance(node, cst.NamedExpr) and isinstance(node.target, cst.Name):
+            yield node.target.value
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            yield node.name.value
+
+
+def _innermost(path: Sequence[cst.CSTNode], kind: type) -> int | None:
+    for index in range(len(path) - 1, -1, -1):
+        if isinstance(path[index], kind):
+            return index
+    return None
+
+
+def _scope_index(path: Sequence[cst.CSTNode], below: int) -> int | None:
+    """The index of the module's or function's body block holding the statement at `below`."""
+    for index in range(below - 1, -1, -1):
+        node = path[index]
+        if isinstance(node, cst.Module):
+            return index
+        if isinstance(node, cst.FunctionDef) and path[index + 1] is node.body:
+            return index + 1
+        if isinstance(node, (cst.ClassDef, cst.Lambda)):
+            return None
+    return None
+
+
+def _headers(node: cst.CSTNode, prefix: tuple[cst.CSTNode, ...], child: cst.CSTNode) -> Iterator[Step]:
+    """The expressions of a compound statement that run before the clause `child`."""
+    here = (*prefix, node)
+    if isinstance(node, cst.For):
+        yield Step(node.iter, here, binds=node.target)
+    elif isinstance(node, (cst.If, cst.While)):
+        yield Step(node.test, here, converts=True)
+    elif isinstance(node, cst.With):
+        for item in node.items:
+            yield Step(item.item, (*here, item))
+
+
+def _flatten(
+    stmt: cst.CSTNode, prefix: tuple[cst.CSTNode, ...], *, certain: bool, repeated: bool
+) -> Iterator[Step]:
+    """`stmt` as steps in execution order; a loop body once (its last iteration)."""
+    here = (*prefix, stmt)
+    if isinstance(stmt, cst.SimpleStatementLine):
+        yield Step(stmt, prefix, certain=certain, repeated=repeated)
+        return
+    if isinstance(stmt, cst.For):
+        yield Step(stmt.iter, here, certain=certain, repeated=repeated, binds=stmt.target)
+        yield from _body(stmt.body, here, certain=certain and _runs(stmt), repeated=True)
+        if stmt.orelse is not None:
+            yield from _body(stmt.orelse.body, (*here, stmt.orelse), certain=False, repeated=repeated)
+    elif isinstance(stmt, cst.While):
+        yield Step(stmt.test, here, certain=certain, converts=True, repeated=True)
+        yield from _body(stmt.body, here, certain=certain and _runs(stmt), repeated=True)
+        if stmt.orelse is not None:
+            yield from _body(stmt.orelse.body, (*here, stmt.orelse), certain=False, repeated=repeated)
+    elif isinstance(stmt, cst.If):
+        yield Step(stmt.test, here, certain=certain, converts=True, repeated=repeated)
+        yield from _body(stmt.body, here, certain=False, repeated=repeated)
+        if isinstance(stmt.orelse, cst.If):
+            yield from _flatten(stmt.orelse, here, certain=False, repeated=repeated)
+        elif stmt.orelse is not None:
+            yield from _body(stmt.orelse.body, (*here, stmt.orelse), certain=False, repeated=repeated)
+    elif isinstance(stmt, cst.With):
+        for item in stmt.items:
+            yield Step(item.item, (*here, item), certain=certain, repeated=repeated)
+        yield from _body(stmt.body, here, certain=certain, repeated=repeated)
+    elif isinstance(stmt, (cst.Try, cst.TryStar)):
+        yield from _body(stmt.body, here, certain=False, repeated=repeated)
+        for handler in stmt.handlers:
+            yield from _body(handler.body, (*here, handler), certain=False, repeated=repeated)
+        if stmt.orelse is not None:
+            yield from _body(stmt.orelse.body, (*here, stmt.orelse), certain=False, repeated=repeated)
+        if stmt.finalbody is not None:
+            yield from _body(stmt.finalbody.body, (*here, stmt.finalbody), certain=certain, repeated=repeated)
+
+
+def _body(
+    block: cst.BaseSuite, prefix: tuple[cst.CSTNode, ...], *, certain: bool, repeated: bool
+) -> Iterator[Step]:
+    if isinstance(block, cst.SimpleStatementSuite):
+        yield Step(block, prefix, certain=certain, repeated=repeated)  # `for x in y: f(x)`
+        return
+    here = (*prefix, block)
+    for stmt in block.body:
+        yield from _flatten(stmt, here, certain=certain, repeated=repeated)
+
+
+def _runs(loop: cst.For | cst.While) -> bool:
+    """Whether a loop surely runs its body at least once: `for _ in range(<positive
+    literal>)`, a non-empty literal sequence, or `while True`."""
+    if isinstance(loop, cst.While):
+        return isinstance(loop.test, cst.Name) and loop.test.value == "True"
+    source = loop.iter
+    if isinstance(source, (cst.Tuple, cst.List)):
+        return bool(source.elements)
+    if (
+        isinstance(source, cst.Call)
+        and isinstance(source.func, cst.Name)
+        and source.func.value == "range"
+        and len(source.args) == 1
+        and isinstance(source.args[0].value, cst.Integer)
+    ):
+        return int(source.args[0].value.evaluated_value) > 0
+    return False
+
+
+def _step_calls(step: Step) -> Iterator[tuple[cst.Call, tuple[cst.CSTNode, ...]]]:
+    stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(step.node, step.path)]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, cst.Call):
+            yield node, path
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        below = (*path, node)
+        stack.extend((child, below) for child in reversed(list(iter_children(node))))
+
+
+def _callee_name(call: cst.Call) -> str | None:
+    """`step` for `step(x)`, `self.step` for `self.step(x)`; None for anything else."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        if func.value.value in ("self", "cls"):
+            return f"{func.value.value}.{func.attr.value}"
+    return None
+
+
+def _used_before(region: TimedRegion, callee: str) -> bool:
+    """Whether the code before the start read names `callee` other than by defining it
+    (`def step`, `step = jax.jit(...)`): a call, `f.lower(...)`, passing it to a helper."""
+    attr = callee.split(".", 1)[1] if "." in callee else None
+    for node, _ in region.before():
+        defining: set[int] = set()
+        for sub in iter_subtree(node):
+            if isinstance(sub, cst.FunctionDef):
+                defining.add(id(sub.name))
+            elif isinstance(sub, cst.Assign):
+                defining.update(id(t.target) for t in sub.targets)
+            if id(sub) in defining:
+                continue
+            if attr is None and isinstance(sub, cst.Name) and sub.value == callee:
+                return True
+            if attr is not None and isinstance(sub, cst.Attribute) and sub.attr.value == attr:
+                return True
+    return False
+
+
+def _runs_once(scope: cst.CSTNode, module: cst.Module) -> bool:
+    """Whether the code of `scope` (a module, or a function's body) runs once per program:
+    module code does; a function (not a method) does when the file calls it exactly once,
+    outside loops (`main()`, `app.run(main)`). A function called from elsewhere may run many
+    times, and an earlier run compiles for the later ones."""
+    if isinstance(scope, cst.Module):
+        return True
+    owner = None
+    stack: list[tuple[cst.CSTNode, bool]] = [(module, False)]
+    uses: list[bool] = []
+    for node in iter_subtree(module):
+        if isinstance(node, cst.FunctionDef) and node.body is scope:
+            owner = node
+            break
+        if isinstance(node, cst.ClassDef) and any(
+            isinstance(n, cst.FunctionDef) and n.body is scope for n in node.body.body
+        ):
+            return False  # a method
+    if owner is None:
+        return False
+    name = owner.name.value
+    while stack:
+        node, in_loop = stack.pop()
+        if node is owner.name:
+            continue
+        if isinstance(node, cst.Name) and node.value == name:
+            uses.append(in_loop)
+        elif isinstance(node, cst.Attribute) and node.attr.value == name:
+            uses.append(in_loop)
+            stack.append((node.value, in_loop))
+            continue
+        looping = in_loop or isinstance(node, (cst.For, cst.While, cst.ListComp, cst.GeneratorExp))
+        stack.extend((child, looping) for child in iter_children(node))
+    return uses == [False]

@@ -1,0 +1,349 @@
+"""Device work and host waits along a run of statements, under JAX's async dispatch.
+
+A call that dispatches device work (a jitted function, a `jnp` op) returns before the device
+has finished; the work is known to be done only once something waits for it: a
+`block_until_ready`, a copy to the host (`np.asarray`, `jax.device_get`, `x.item()`), or a
+Python conversion (`float(x)`, `print(x)`, an f-string, `if x:`). `DeviceFlow` reads the
+statements that run between two points of a function, in execution order (a loop body once,
+standing for its last iteration), and tells which names hold results of device work started
+there, where the code waits for it, and which work is still pending at the end.
+
+Precision first: a call jaxlint does not know (`evaluate(out)`, `model(out)`) that receives a
+device value may wait for it, and counts as a wait; any wait counts for all pending work.
+Device work is only what `FileContext.dispatches` recognises, and `eqx.filter_jit` calls
+wait for their own results (equinox >= 0.11.8 blocks inside the call).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from . import _jaxapi
+from ._scope import dotted_name
+from ._walk import iter_children
+
+
+if TYPE_CHECKING:
+    from ._context import FileContext
+
+
+__all__ = ["DeviceFlow", "Step", "Wait", "Work"]
+
+# Builtins and container methods that take device values without waiting for them.
+_NEUTRAL_BUILTINS = frozenset(
+    {"len", "isinstance", "type", "id", "range", "zip", "enumerate", "hasattr", "getattr",
+     "list", "tuple", "dict", "reversed", "iter", "callable"}
+)  # fmt: skip
+_STORING_METHODS = frozenset({"append", "extend", "insert", "add", "appendleft", "setdefault", "update"})
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+class Wait(enum.Enum):
+    """How a call waits for device work."""
+
+    BLOCK = "block"  # block_until_ready, effects_barrier, an eqx.filter_jit call
+    HOST = "host"  # a copy or conversion to the host: np.asarray, float, .item(), print, `if x`
+    OPAQUE = "opaque"  # an unknown call given a device value: it may wait
+
+
+@dataclass(frozen=True)
+class Step:
+    """One unit of code run between two points: a statement line, or the header expression
+    of a compound statement (a loop's iterable, an `if`/`while` test)."""
+
+    node: cst.CSTNode
+    path: tuple[cst.CSTNode, ...]  # the ancestors of `node`
+    certain: bool = True  # runs whenever the run does (not in a branch or a loop that may not run)
+    converts: bool = False  # its value is tested for truth (`if x:`, `while x:`)
+    repeated: bool = False  # it runs once per iteration of a loop inside the run
+    binds: cst.BaseExpression | None = None  # a `for` target bound from this (iterable) step
+
+
+@dataclass(frozen=True)
+class Work:
+    """Device work a step starts and does not wait for."""
+
+    step: Step
+    calls: tuple[cst.Call, ...]
+    targets: tuple[cst.BaseExpression, ...]  # where its results are stored: names, attributes
+    bare: bool  # the step is just the dispatching call, its result discarded (`f(x)`)
+    in_place: bool = False  # an `nnx.jit` call: its results live in the objects it was given
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(dotted_name(t) or "" for t in self.targets)
+
+
+@dataclass
+class DeviceFlow:
+    """Follows device values through steps; `pending` is the work nobody waited for."""
+
+    ctx: FileContext
+    device: set[str] = field(default_factory=set)  # dotted names holding device values
+    pending: list[Work] = field(default_factory=list)
+    waits: int = 0  # how many steps waited for device work
+
+    def copy(self) -> DeviceFlow:
+        return DeviceFlow(self.ctx, set(self.device), list(self.pending), self.waits)
+
+    def run(self, steps: Iterable[Step]) -> DeviceFlow:
+        for step in steps:
+            self.feed(step)
+        return self
+
+    def feed(self, step: Step) -> None:
+        node = step.node
+        simple = isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
+        smalls = node.body if simple else [node]
+        for small in smalls:
+            self._feed_small(step, small)
+
+    def feed_waits(self, step: Step) -> None:
+        """Take only the waits of `step` (the line of a timer read may wait before the read,
+        as in `print(f"{loss} {time.time() - t0}")`); its own work is not counted."""
+        pending, waits = list(self.pending), self.waits
+        self.feed(step)
+        self.pending = [] if self.waits > waits else pending
+
+    def leaves(self) -> list[Work]:
+        """The pending work whose results no later pending work reads: waiting for these
+        waits for all pending work."""
+        out = []
+        for index, work in enumerate(self.pending):
+            names = set(work.names)
+            later = self.pending[index + 1 :]
+            if names and "" not in names and any(_reads_any(w.step.node, names) for w in later):
+                continue
+            out.append(work)
+        return out
+
+    # -- one small statement ---------------------------------------------------------------
+
+    def _feed_small(self, step: Step, small: cst.CSTNode) -> None:
+        path = (*step.path, step.node) if small is not step.node else step.path
+        calls = list(_calls(small, path))
+        dispatching: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
+        waiting: list[tuple[cst.Call, Wait]] = []
+        stored: list[str] = []
+        in_place: list[str] = []
+        for call, call_path, in_lambda in calls:
+            kind = self._classify(call, call_path)
+            if kind == "dispatch" and not in_lambda:
+                dispatching.append((call, call_path))
+                if self.ctx.jit.callee(call, call_path) in _jaxapi.IN_PLACE_JIT:
+                    in_place.extend(n for a in call.args if (n := dotted_name(a.value)))
+            elif isinstance(kind, Wait):
+                if kind is Wait.BLOCK or self._holds_device(call, call_path):
+                    waiting.append((call, kind))
+            elif kind == "store" and not in_lambda and self._holds_device(call, call_path, args_only=True):
+                receiver = _container(call.func.value)  # type: ignore[attr-defined]
+                if receiver:
+                    stored.append(receiver)
+        waited = {id(c) for c, _ in waiting}
+        # A dispatch inside a waiting call (`float(f(x))`) or an f-string is waited for.
+        free = [
+            c
+            for c, p in dispatching
+            if not any(id(a) in waited or isinstance(a, cst.FormattedStringExpression) for a in p)
+        ]
+        targets = _targets(small)
+        value = _value(small)
+        if free:
+            if value is not None and targets and any(_contains(value, c) for c in free):
+                where = targets
+            else:
+                where = tuple(cst.parse_expression(r) for r in stored)
+            bare = isinstance(small, cst.Expr) and len(free) == 1 and small.value is free[0]
+            self.pending.append(Work(step, tuple(free), where, bare, in_place=bool(in_place)))
+        formatted = len(free) < len(dispatching) or self._formats_device(small)
+        converts = step.converts or isinstance(small, cst.Assert)
+        if waiting or formatted or (converts and (free or self._reads_device(small))):
+            self.waits += 1
+            self.pending.clear()
+        # Where device values now live.
+        if value is not None and targets:
+            produces = bool(dispatching) or self._reads_device(value)
+            host = isinstance(value, cst.Call) and any(c is value and k is Wait.HOST for c, k in waiting)
+            for target in targets:
+                name = dotted_name(target)
+                if name is None:
+                    continue
+                if produces and not host:
+                    self.device.add(name)
+                elif not isinstance(small, cst.AugAssign):
+                    self.device.discard(name)
+        self.device.update(stored)
+        self.device.update(in_place)
+        if step.binds is not None and (free or self._reads_device(small)):
+            self.device.update(n for t in _flat_targets([step.binds]) if (n := dotted_name(t)))
+        # Work whose every result has been overwritten is dead: nothing can wait for it.
+        self.pending = [
+            w for w in self.pending if not w.targets or any(n in self.device for n in w.names)
+        ]
+
+    def _classify(self, call: cst.Call, path: Sequence[cst.CSTNode]) -> str | Wait | None:
+        ctx = self.ctx
+        func = call.func
+        if ctx.jit.callee(call, path) in _jaxapi.FILTER_JIT:
+            return Wait.BLOCK
+        if ctx.dispatches(call, path):
+            return "dispatch"
+        name = ctx.resolve(func, path, anchor=call)
+        if name is not None:
+            if name in _jaxapi.BLOCKING:
+                return Wait.BLOCK
+            if _jaxapi.is_host_copy(name) or name.startswith("numpy."):
+                return Wait.HOST
+            if _jaxapi.is_tree_util(name):
+                return self._tree_util(call, path)
+            return Wait.OPAQUE
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method == "block_until_ready":
+                return Wait.BLOCK
+            if method in _jaxapi.HOST_METHODS:
+                return Wait.HOST
+            if method in _STORING_METHODS:
+                return "store"
+            if self._reads_device(func.value):
+                return None  # an array method: more device work on a device value
+            return Wait.OPAQUE
+        if isinstance(func, cst.Name) and ctx.is_builtin(func.value, path, anchor=call):
+            if func.value in _jaxapi.HOST_BUILTINS:
+                return Wait.HOST
+            if func.value in _NEUTRAL_BUILTINS:
+                return None
+        return Wait.OPAQUE
+
+    def _tree_util(self, call: cst.Call, path: Sequence[cst.CSTNode]) -> str | Wait | None:
+        """`jax.tree.map(fn, tree)` waits only if `fn` does: a lambda is read as code (its
+        waits are found inside it), a `jnp` function dispatches, anything else may wait."""
+        if not call.args:
+            return Wait.OPAQUE
+        fn = call.args[0].value
+        if isinstance(fn, cst.Lambda):
+            return None
+        name = self.ctx.resolve(fn, path, anchor=call)
+        if name is not None and _jaxapi.is_array_op(name):
+            return None
+        return Wait.OPAQUE
+
+    def _holds_device(
+        self, call: cst.Call, path: Sequence[cst.CSTNode], *, args_only: bool = False
+    ) -> bool:
+        """Whether `call` is given a device value: an argument (or the receiver of a method
+        call) reads a device name or contains dispatching calls."""
+        parts: list[cst.CSTNode] = [a.value for a in call.args]
+        if not args_only and isinstance(call.func, cst.Attribute):
+            parts.append(call.func.value)
+        inner = (*path, call)
+        return any(self._reads_device(p) or self._dispatches_in(p, inner) for p in parts)
+
+    def _dispatches_in(self, node: cst.CSTNode, path: tuple[cst.CSTNode, ...]) -> bool:
+        return any(
+            self.ctx.dispatches(c, p) for c, p, in_lambda in _calls(node, path) if not in_lambda
+        )
+
+    def _reads_device(self, node: cst.CSTNode) -> bool:
+        return bool(self.device) and _reads_any(node, self.device)
+
+    def _formats_device(self, small: cst.CSTNode) -> bool:
+        """An f-string that formats a device value converts it on the host."""
+        return bool(self.device) and any(
+            isinstance(node, cst.FormattedStringExpression) and self._reads_device(node.expression)
+            for node in _subtree(small)
+        )
+
+
+def _subtree(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        if node is not root and isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        stack.extend(reversed(list(iter_children(node))))
+
+
+def _calls(
+    root: cst.CSTNode, path: tuple[cst.CSTNode, ...]
+) -> Iterator[tuple[cst.Call, tuple[cst.CSTNode, ...], bool]]:
+    """Every call under `root` with its ancestors, and whether it sits in a lambda (run
+    later, if ever). Nested defs and classes are not entered."""
+    stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...], bool]] = [(root, path, False)]
+    while stack:
+        node, ancestors, in_lambda = stack.pop()
+        if isinstance(node, cst.Call):
+            yield node, ancestors, in_lambda
+        if node is not root and isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        inner = in_lambda or isinstance(node, cst.Lambda)
+        below = (*ancestors, node)
+        stack.extend((child, below, inner) for child in reversed(list(iter_children(node))))
+
+
+def _reads_any(node: cst.CSTNode, names: set[str] | frozenset[str]) -> bool:
+    """Whether `node` reads one of the dotted `names` (`out`, or `self.out` and `out.x`)."""
+    heads = {n.split(".", 1)[0] for n in names}
+    for sub in _subtree(node):
+        if isinstance(sub, cst.Attribute):
+            dotted = dotted_name(sub)
+            if dotted is not None and any(dotted == n or dotted.startswith(n + ".") for n in names):
+                return True
+        elif isinstance(sub, cst.Name) and sub.value in heads and sub.value in names:
+            return True
+    return False
+
+
+def _container(expr: cst.BaseExpression) -> str | None:
+    """The dotted name of what `expr` stores into: `outs`, `self.outs`, `history` for
+    `history[name]`."""
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value
+    return dotted_name(expr)
+
+
+def _contains(root: cst.CSTNode, target: cst.CSTNode) -> bool:
+    return any(node is target for node in _subtree(root))
+
+
+def _value(small: cst.CSTNode) -> cst.BaseExpression | None:
+    if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+        return small.value
+    if isinstance(small, cst.Expr):
+        return small.value
+    return None
+
+
+def _targets(small: cst.CSTNode) -> tuple[cst.BaseExpression, ...]:
+    """The places an assignment stores into (`out`, `self.out`, `outs` for `outs[i] = ...`),
+    flattening tuple targets."""
+    if isinstance(small, cst.Assign):
+        return _flat_targets([t.target for t in small.targets])
+    if isinstance(small, (cst.AugAssign, cst.AnnAssign)):
+        return _flat_targets([small.target])
+    return ()
+
+
+def _flat_targets(raw: list[cst.BaseExpression]) -> tuple[cst.BaseExpression, ...]:
+    out: list[cst.BaseExpression] = []
+    while raw:
+        target = raw.pop(0)
+        if isinstance(target, (cst.Tuple, cst.List)):
+            raw[:0] = [e.value for e in target.elements]
+        elif isinstance(target, cst.StarredElement):
+            raw.insert(0, target.value)
+        elif isinstance(target, cst.Subscript):
+            if dotted_name(target.value) is not None:
+                out.append(target.value)
+        elif dotted_name(target) is not None:
+            out.append(target)
+    unique: dict[str, cst.BaseExpression] = {}
+    for target in out:
+        unique.setdefault(dotted_name(target) or "", target)
+    return tuple(unique.values())

@@ -1,0 +1,236 @@
+"""## What it does
+
+Finds timing code that does not time the device work it surrounds:
+
+- a timer read (`time.perf_counter()`, `time.time()`, `time.monotonic()`,
+  `time.process_time()`, `timeit.default_timer()`) that ends a measurement while device work
+  started since the first read (a call of a jitted function, a `jnp`/`lax` op) has not been
+  waited for;
+- `timeit.timeit(lambda: f(x))` / `timeit.repeat(...)` of a jitted function or JAX op that
+  does not wait for its result;
+- a benchmark loop whose jitted function is called for the first time inside the timed
+  region: the first iteration traces and compiles it, and that is timed too.
+
+## Why is this bad?
+
+JAX dispatches asynchronously: a jitted call returns as soon as the work is queued, long before
+the device has finished. A timer read right after it measures the dispatch. On CPU we measured
+20 calls of a 10 ms function at 0.2 ms without a block and 225 ms with one (~1100x
+under-measured); on accelerators the gap is larger. And the first call of a jitted function
+compiles: 76 ms against 10 ms steady on CPU, seconds on a big model. Seed report 003 traced a
+benchmark's 2.44x "speed-up" (the honest figure was 16.32x) to compiles inside the timed
+region.
+
+Waiting means `jax.block_until_ready(out)`, `out.block_until_ready()`, or a copy to the host
+(`np.asarray(out)`, `jax.device_get(out)`, `float(out)`, `out.item()`, `print(out)`) before
+the second read. The rule stays silent when the result is waited for, for NumPy/Python work,
+for functions it does not know to dispatch device work, for code inside jitted functions, and
+for `eqx.filter_jit` calls: since equinox 0.11.8 they block on their own result before
+returning, so their timing is (accidentally) correct.
+
+## Example
+
+```python
+@jax.jit
+def step(x):
+    return jnp.tanh(x @ x)
+
+x = jnp.ones((512, 512))
+step(x)  # warm-up
+t0 = time.perf_counter()
+for _ in range(10):
+    out = step(x)
+elapsed = time.perf_counter() - t0
+```
+
+Use instead:
+
+```python
+@jax.jit
+def step(x):
+    return jnp.tanh(x @ x)
+
+x = jnp.ones((512, 512))
+step(x)  # warm-up
+t0 = time.perf_counter()
+for _ in range(10):
+    out = step(x)
+jax.block_until_ready(out)
+elapsed = time.perf_counter() - t0
+```
+
+Or let `jaxlint.runtime.benchmark(step, x)` warm up, block and count compiles for you.
+
+## Fix safety
+
+The fix inserts `jax.block_until_ready(<results>)` before the second timer read, on the results
+of the device work nobody waited for (adding `import jax` if needed), or wraps a discarded
+result in place (`jax.block_until_ready(f(x))`, also inside a `timeit` lambda).
+`block_until_ready` returns its argument and only waits, so the program computes the same
+values; only the measured time changes, to the true one. The fix is **safe** when every
+blocked name is surely bound at that point. When a result is assigned only in a loop that may
+run zero times or in a branch, it is **unsafe**: the inserted line would raise `NameError`
+where the original code did not read the name.
+
+A compile inside the timed region has no automatic fix: add a warm-up call on exactly the
+inputs you time before starting the timer, or use `jaxlint.runtime.benchmark`.
+
+## References
+
+- JAX, "Benchmarking JAX code": https://docs.jax.dev/en/latest/benchmarking.html
+- JAX, "Asynchronous dispatch": https://docs.jax.dev/en/latest/async_dispatch.html
+- `../shared/research/jax-facts.md` §9 (async dispatch and timing, measured) and §3.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from jaxlint._waits import DeviceFlow, Step, Work
+from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
+from jaxlint._scope import target_names
+from jaxlint._timing import TIMEIT, TIMERS, TimedRegion, TimingIndex
+
+
+__all__ = ["UnsyncedTiming"]
+
+_BLOCK = "jax.block_until_ready"
+
+
+class UnsyncedTiming(Rule):
+    CODE = "JL006"
+    SLUG = "unsynced-timing"
+    MESSAGE = "timer read while JAX device work may still be running"
+    FIX = Applicability.SAFE
+    TOKENS = ("time",)
+
+    def __init__(self, ctx, options=None) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx, options)
+        self._regions = TimingIndex(ctx)
+        self._cold: set[int] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        if ctx.is_call_to(node, TIMERS):
+            if not ctx.jit.is_traced(ctx.ancestors):
+                region = self._regions.region(node, ctx.ancestors)
+                if region is not None:
+                    self._check_region(node, region)
+        elif ctx.is_call_to(node, TIMEIT) and not ctx.jit.is_traced(ctx.ancestors):
+            self._check_timeit(node)
+
+    def _check_region(self, read: cst.Call, region: TimedRegion) -> None:
+        ctx = self.ctx
+        leaves = self._regions.pending(region)
+        if leaves:
+            clock = ctx.module.code_for_node(read.func)
+            work = _describe(ctx.module, leaves)
+            self.report(
+                read,
+                f"`{clock}()` ends a measurement while {work} may still be running (JAX "
+                f"dispatches asynchronously, so this times the dispatch, not the computation); "
+                f"wait for the result with `jax.block_until_ready` before reading the clock",
+                fix=_block_fix(region, leaves),
+            )
+        for call, path, callee in self._regions.cold_calls(region):
+            if id(call) in self._cold:
+                continue
+            self._cold.add(id(call))
+            self.report(
+                call,
+                f"`{callee}` is first called inside the timed loop, so its tracing and compile "
+                f"are timed too (no call before `{region.start_name} = ...`); call it once on the "
+                "same inputs before starting the timer, or use `jaxlint.runtime.benchmark`",
+                ancestors=path,
+            )
+
+    def _check_timeit(self, call: cst.Call) -> None:
+        stmt = next((a for a in call.args if a.keyword is None or a.keyword.value == "stmt"), None)
+        if stmt is None or stmt.star or not isinstance(stmt.value, cst.Lambda):
+            return
+        fn = stmt.value
+        if fn.params.params or fn.params.posonly_params or fn.params.kwonly_params:
+            return
+        step = Step(fn.body, (*self.ctx.ancestors, call, stmt, fn))
+        flow = DeviceFlow(self.ctx)
+        flow.feed(step)
+        if not flow.leaves():
+            return
+        wrapped = _block_call(fn.body.with_changes(lpar=(), rpar=()))
+        fix = Fix(
+            Applicability.SAFE,
+            (Edit(fn.body, replacement=wrapped),),
+            "Wait for the result inside the timed lambda",
+            (ImportSpec("jax"),),
+        )
+        timer = self.ctx.module.code_for_node(call.func)
+        self.report(
+            fn,
+            f"`{timer}` times `{self.ctx.module.code_for_node(fn)}`, which returns before its "
+            "device work is done (JAX dispatches asynchronously); time "
+            f"`lambda: {_BLOCK}(...)` instead",
+            fix=fix,
+        )
+
+
+def _block_call(value: cst.BaseExpression) -> cst.Call:
+    return cst.Call(func=cst.parse_expression(_BLOCK), args=[cst.Arg(value)])
+
+
+def _describe(module: cst.Module, leaves: list[Work]) -> str:
+    calls = [f"`{_short(module.code_for_node(w.calls[-1].func))}(...)`" for w in leaves]
+    calls = list(dict.fromkeys(calls))
+    return "device work started by " + ", ".join(calls[:3]) + (" and more" if len(calls) > 3 else "")
+
+
+def _short(code: str, limit: int = 40) -> str:
+    code = " ".join(code.split())
+    return code if len(code) <= limit else code[: limit - 3] + "..."
+
+
+def _block_fix(region: TimedRegion, leaves: list[Work]) -> Fix | None:
+    """Block on the pending results before the end read's line, or wrap discarded ones."""
+    edits: list[Edit] = []
+    names: list[str] = []
+    safe = True
+    for work in leaves:
+        if work.in_place and not work.targets:
+            return None  # `nnx.jit` updated its arguments in place: which to wait for is unclear
+        if work.bare:
+            call = work.calls[0]
+            edits.append(Edit(call, replacement=_block_call(call)))
+        elif work.targets and all(work.names):
+            names.extend(work.names)
+            safe = safe and (work.step.certain or all(_bound_before(region, n) for n in work.names))
+        else:
+            return None
+    names = list(dict.fromkeys(names))
+    if names:
+        target = names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"
+        line = cst.parse_statement(f"{_BLOCK}({target})\n")
+        edits.append(Edit(region.end_line, before=(line,)))
+    return Fix(
+        Applicability.SAFE if safe else Applicability.UNSAFE,
+        tuple(edits),
+        "Wait for the device work before reading the clock",
+        (ImportSpec("jax"),),
+    )
+
+
+def _bound_before(region: TimedRegion, name: str) -> bool:
+    """Whether `name` (its head) is a parameter, or a plain assignment before the timer
+    started binds it."""
+    head = name.split(".", 1)[0]
+    if region.function is not None:
+        params = region.function.params
+        every = (*params.posonly_params, *params.params, *params.kwonly_params)
+        if any(p.name.value == head for p in every):
+            return True
+    for node, _ in region.before():
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                if isinstance(small, cst.Assign) and any(
+                    head in target_names(t.target) for t in small.targets
+                ):
+                    return True
+    return False

@@ -1,0 +1,256 @@
+"""The engine's timing analysis: timed regions (`_timing`) and pending device work (`_waits`)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from jaxlint._context import FileContext
+from jaxlint._timing import TIMERS, TimingIndex
+from jaxlint._walk import walk
+
+
+HEADER = """
+import time
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+@jax.jit
+def step(x):
+    return x * 2
+
+@eqx.filter_jit
+def fstep(x):
+    return x * 2
+
+"""
+
+
+def _regions(body: str):  # type: ignore[no-untyped-def]
+    """For every end read in `body` (`timer() - t0`, `toc = timer()`): None when it ends no
+    region, else (start name, the names of the pending work, the cold callees)."""
+    source = HEADER + textwrap.dedent(body)
+    module = cst.parse_module(source)
+    ctx = FileContext("<test>", source, module)
+    index = TimingIndex(ctx)
+    found = []
+
+    def probe(call: cst.Call) -> None:
+        if not ctx.is_call_to(call, TIMERS):
+            return
+        parent = ctx.ancestors[-1]
+        is_end = isinstance(parent, cst.BinaryOperation) or (
+            isinstance(parent, cst.Assign) and module.code_for_node(parent.targets[0].target) == "toc"
+        )
+        if not is_end:
+            return
+        region = index.region(call, ctx.ancestors)
+        if region is None:
+            found.append(None)
+            return
+        pending = [w.names for w in index.pending(region)]
+        cold = [callee for _, _, callee in index.cold_calls(region)]
+        found.append((region.start_name, pending, cold))
+
+    walk(module, {cst.Call: [probe]}, {}, ctx.ancestors)
+    return found
+
+
+def _pending(body: str) -> list[tuple[str, ...]]:
+    regions = [r for r in _regions(body) if r is not None]
+    assert len(regions) == 1, regions
+    return regions[0][1]
+
+
+def test_unwaited_result_is_pending() -> None:
+    assert _pending(
+        """
+        def f(x):
+            t0 = time.perf_counter()
+            out = step(x)
+            return time.perf_counter() - t0
+        """
+    ) == [("out",)]
+
+
+@pytest.mark.parametrize(
+    "wait",
+    [
+        "out.block_until_ready()",
+        "jax.block_until_ready(out)",
+        "np.asarray(out)",
+        "float(out.sum())",
+        "out.item()",
+        "jax.device_get(out)",
+        "print(out)",
+        "print(f'{out}')",
+        "log(out)",  # unknown: may wait
+        "assert out.sum() > 0",
+        "fstep(x)",  # eqx.filter_jit blocks on its result
+    ],
+)
+def test_waits(wait: str) -> None:
+    assert _pending(
+        f"""
+        def f(x, log):
+            t0 = time.perf_counter()
+            out = step(x)
+            {wait}
+            return time.perf_counter() - t0
+        """
+    ) == []
+
+
+@pytest.mark.parametrize("not_a_wait", ["print(i)", "outs.append(out)", "n = len(out)", "y = np.ones(3)"])
+def test_not_waits(not_a_wait: str) -> None:
+    assert _pending(
+        f"""
+        def f(x, i, outs):
+            t0 = time.perf_counter()
+            out = step(x)
+            {not_a_wait}
+            return time.perf_counter() - t0
+        """
+    ) != []
+
+
+def test_only_the_last_results_need_a_wait() -> None:
+    # `y` is computed from `out`: waiting for `y` waits for both.
+    assert _pending(
+        """
+        def f(x):
+            t0 = time.perf_counter()
+            out = step(x)
+            y = jnp.sin(out)
+            return time.perf_counter() - t0
+        """
+    ) == [("y",)]
+
+
+def test_overwritten_results_are_dead() -> None:
+    assert _pending(
+        """
+        def f(x, g):
+            t0 = time.perf_counter()
+            out = jnp.zeros(3)
+            out = g(x)
+            return time.perf_counter() - t0
+        """
+    ) == []
+
+
+def test_a_wait_on_the_reading_line_counts() -> None:
+    assert _pending(
+        """
+        def f(x):
+            t0 = time.time()
+            loss = step(x)
+            print(f"{loss} {time.time() - t0}")
+        """
+    ) == []
+
+
+def test_second_read_assigned_then_subtracted() -> None:
+    assert _regions(
+        """
+        def f(x):
+            tic = time.time()
+            out = step(x)
+            toc = time.time()
+            return toc - tic
+        """
+    ) == [("tic", [("out",)], [])]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # The start is rebound inside the loop holding the end read.
+        """
+        def f(x, n):
+            last = time.time()
+            for i in range(n):
+                x = step(x)
+                print(time.time() - last)
+                last = time.time()
+        """,
+        # The start is set on one branch only.
+        """
+        def f(x, p):
+            if p:
+                t0 = time.time()
+            x = step(x)
+            print(time.time() - t0)
+        """,
+        # The end read sits in an exception handler.
+        """
+        def f(x):
+            t0 = time.time()
+            try:
+                x = step(x)
+            except ValueError:
+                print(time.time() - t0)
+        """,
+    ],
+)
+def test_no_region_when_the_start_is_ambiguous(body: str) -> None:
+    assert _regions(body) == [None]
+
+
+def test_cold_call_in_a_timed_loop() -> None:
+    found = _regions(
+        """
+        def bench(x):
+            t0 = time.perf_counter()
+            for _ in range(3):
+                out = step(x)
+            out.block_until_ready()
+            return time.perf_counter() - t0
+
+        bench(1)
+        """
+    )
+    assert found == [("t0", [], ["step"])]
+
+
+@pytest.mark.parametrize(
+    "before, calls",
+    [
+        ("step(x)", "bench(1)"),  # warmed up
+        ("", "bench(1)\nbench(2)"),  # the function runs twice: the first run compiles
+        ("", "for _ in range(2):\n    bench(1)"),
+    ],
+)
+def test_no_cold_call_after_a_warm_up(before: str, calls: str) -> None:
+    bench = f"""
+        def bench(x):
+            {before or "pass"}
+            t0 = time.perf_counter()
+            for _ in range(3):
+                out = step(x)
+            out.block_until_ready()
+            return time.perf_counter() - t0
+
+        """
+    found = _regions(textwrap.dedent(bench) + calls + "\n")
+    assert found == [("t0", [], [])]
+
+
+def test_later_reads_of_one_start_reuse_the_flow() -> None:
+    found = _regions(
+        """
+        def f(x):
+            t0 = time.time()
+            a = step(x)
+            print(time.time() - t0)
+            a.block_until_ready()
+            print(time.time() - t0)
+            b = step(a)
+            print(time.time() - t0)
+        """
+    )
+    assert [r[1] for r in found] == [[("a",)], [], [("b",)]]
