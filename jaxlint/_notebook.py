@@ -42,6 +42,16 @@ def _is_ipython_syntax(line: str) -> bool:
     return stripped.startswith(("%", "!")) or (stripped.endswith("?") and not stripped.startswith("#"))
 
 
+def _strip_leading_indent(lines: list[str]) -> list[str]:
+    """IPython removes the indentation of a cell's first line from every line that has it
+    (its `leading_indent` transform), so an indented cell still runs."""
+    first = next((line for line in lines if line.strip()), "")
+    prefix = first[: len(first) - len(first.lstrip())]
+    if not prefix:
+        return lines
+    return [line[len(prefix) :] if line.startswith(prefix) else line for line in lines]
+
+
 def read_notebook(data: bytes) -> NotebookSource:
     """The code of a notebook's code cells, or `NotebookError` with a one-line reason."""
     try:
@@ -65,7 +75,7 @@ def read_notebook(data: bytes) -> NotebookSource:
             source = "".join(s for s in source if isinstance(s, str))
         if not isinstance(source, str):
             raise NotebookError(f"broken notebook: cell {number} has no source text")
-        cell_lines = source.splitlines()
+        cell_lines = _strip_leading_indent(source.splitlines())
         first = cell_lines[0].strip() if cell_lines else ""
         foreign = first.startswith("%%") and first[2:].split(" ", 1)[0] not in _PYTHON_CELL_MAGICS
         continued = False

@@ -84,3 +84,8 @@ def test_findings_are_ordered_by_cell() -> None:
 
     findings = sorted(analyze("nb.ipynb", data, [TreeAtBatch]).result.findings, key=Finding.sort_key)
     assert [f.cell for f in findings] == [1, 2, 3]
+
+
+def test_an_indented_cell_is_dedented_as_ipython_does() -> None:
+    source = read_notebook(_notebook(("code", "  import jax\n  x = jax.numpy.zeros(3)\n")))
+    assert source.text.splitlines() == ["import jax", "x = jax.numpy.zeros(3)"]
