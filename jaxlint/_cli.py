@@ -1,4 +1,4 @@
-"""The `jaxlint` command: check, fix, rule, rules.
+"""The `jaxlint` command: check, fix, rule, rules, bench.
 
 Exit codes (ruff's): 0 nothing found (or everything fixed), 1 findings remain, 2 a usage,
 configuration, input or internal error.
@@ -323,6 +323,25 @@ def rules_command() -> None:
             rule.MESSAGE,
         )
     console.print(table)
+
+
+@cli.command(name="bench")
+@click.option("--rule", "bench_rules", multiple=True, help="Only this rule's fixtures (repeatable; slug or code).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON document instead of a table.")
+@click.option("--trials", type=click.IntRange(min=1), default=10, show_default=True, help="Timed rounds per fixture.")
+def bench_command(bench_rules: tuple[str, ...], as_json: bool, trials: int) -> None:
+    """Time every rule's runnable fixture before and after its fix, on this machine."""
+    from ._bench import BenchError, run_bench
+
+    try:
+        slugs = [r.SLUG for selector in _split(bench_rules) for r in expand(selector)]
+    except SelectionError as error:
+        raise UsageProblem(str(error)) from None
+    stdout = click.get_text_stream("stdout")
+    try:
+        sys.exit(run_bench(slugs, trials, as_json, stdout, _use_color(stdout)))
+    except BenchError as error:
+        raise UsageProblem(str(error)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> None:
