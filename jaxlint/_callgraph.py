@@ -23,6 +23,7 @@ The questions it answers:
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -43,6 +44,7 @@ __all__ = ["HOST_METHODS", "CallGraph", "Function", "Mode", "Repeat", "Site", "i
 _LOOPS = (cst.For, cst.While, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _MAX_DEPTH = 3
+_DEF_NAME = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
 
 # Decorators that leave a function's body running as plain Python when it is called.
 _PLAIN_DECORATORS = frozenset(
@@ -74,6 +76,15 @@ _STRUCTURE_WORDS = (
     "layer", "block", "head", "stage", "depth", "leaf", "leaves", "param", "weight", "shard",
     "device", "module", "kernel", "level", "scale", "field", "spec", "dim", "axis", "axes",
 )  # fmt: skip
+# Whole words (in `snake_case` names, singular or plural) for things there are few of.
+_FEW_TOKENS = frozenset(
+    {
+        "epoch", "fold", "seed", "trial", "run", "config", "cfg", "experiment", "split",
+        "metric", "tag", "ax", "axs", "axi", "axarr", "fig", "subplot", "plot", "panel",
+        "hparam", "hyperparam", "sweep", "variant", "setting", "benchmark", "dtype",
+    }
+)  # fmt: skip
+_TOKEN = re.compile(r"[a-z]+")
 _STRUCTURE_CALLS = frozenset(
     {
         "jax.tree.leaves",
@@ -193,12 +204,16 @@ class CallGraph:
         self._work: dict[int, str | None] = {}
         self._uses_flax = False
         self._uses_equinox = False
+        self._def_names: frozenset[str] = frozenset()
 
     # -- building ------------------------------------------------------------------------
 
     @classmethod
     def build(cls, ctx: FileContext) -> CallGraph:
         graph = cls(ctx)
+        # References matter only for names some `def` binds: a superset read from the text
+        # spares recording every other name.
+        graph._def_names = frozenset(_DEF_NAME.findall(ctx.source))
         graph._walk(ctx.module, [])
         imports = ctx._module_scope.imports.values()  # noqa: SLF001 - engine-internal
         heads = {(target or "").split(".", 1)[0] for target in imports}
@@ -245,7 +260,8 @@ class CallGraph:
                 path.pop()
                 return
         elif isinstance(node, cst.Name):
-            self._reads.append((node, tuple(path)))
+            if node.value in self._def_names:
+                self._reads.append((node, tuple(path)))
             return
         elif isinstance(node, cst.Attribute):
             path.append(node)
@@ -477,7 +493,11 @@ class CallGraph:
             weight = 0
             resolved = self.ctx.resolve(func, site.path, anchor=call)
             if resolved is not None:
-                if _jaxapi.is_array_op(resolved) and resolved.rsplit(".", 1)[-1] not in _NOT_COMPUTE:
+                if (
+                    _jaxapi.is_array_op(resolved)
+                    and resolved.rsplit(".", 1)[-1] not in _NOT_COMPUTE
+                    and not resolved.startswith("jax.random.")  # sampling keys and weights: setup
+                ):
                     weight = 1
             elif isinstance(func, cst.Call):
                 if self.ctx.resolve(func.func, site.path, anchor=call) in _jaxapi.TRANSFORMS:
@@ -678,7 +698,8 @@ def _constant(expr: cst.BaseExpression) -> int | None:
 
 
 def _mentions_structure(expr: cst.CSTNode) -> bool:
-    """Whether a name or attribute in `expr` names a model part (`layers`, `num_heads`)."""
+    """Whether a name or attribute in `expr` names a model part (`layers`, `num_heads`), or
+    something there are few of (`epochs`, `seeds`, `configs`, plot axes)."""
     stack = [expr]
     while stack:
         node = stack.pop()
@@ -686,12 +707,18 @@ def _mentions_structure(expr: cst.CSTNode) -> bool:
         if isinstance(node, cst.Name):
             text = node.value
         elif isinstance(node, cst.Attribute):
+            # The attribute says what is counted (`cfg.num_layers`); its owner does not.
             text = node.attr.value
+            if isinstance(node.value, (cst.Attribute, cst.Name)):
+                node = node.attr
         elif isinstance(node, cst.SimpleString):
             text = node.value
         if text is not None:
             lowered = text.lower()
             if any(word in lowered for word in _STRUCTURE_WORDS):
+                return True
+            tokens = {t[:-1] if t.endswith("s") and len(t) > 3 else t for t in _TOKEN.findall(lowered)}
+            if tokens & _FEW_TOKENS:
                 return True
         stack.extend(iter_children(node))
     return False

@@ -12,13 +12,14 @@ the control flow depends on array values and jit would raise.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from jaxlint import _jaxapi
-from jaxlint._callgraph import HOST_METHODS, CallGraph, Function, is_host_copy
+from jaxlint._callgraph import HOST_METHODS, CallGraph, Function, is_host_copy, runs_many_times
 from jaxlint._context import FileContext
 from jaxlint._scope import dotted_name, target_names
 from jaxlint._walk import iter_children
@@ -68,6 +69,10 @@ _SHAPE_POSITIONS = {
     "categorical": (2,), "permutation": (1,), "choice": (1,), "fold_in": (1,), "split_key": (1,),
     "dynamic_slice": (2,), "dynamic_slice_in_dim": (2, 3), "iota": (1,), "broadcast_in_dim": (1, 2),
 }  # fmt: skip
+# Keyword names of `.apply` that are module options rather than inputs.
+_OPTION_NAME = re.compile(
+    r"(^|_)(indices|layers|layer|train|training|deterministic|mode|num|n|return|use|is|with|enable|output)(_|$)"
+)
 _LOCAL = "local"
 _PARAM = "param"
 _SAFE = "safe"  # a Python value whatever the arguments are (enumerate index, len(...))
@@ -229,7 +234,7 @@ class _Reader:
             for target in targets:
                 self._assignment_target(target)
         elif isinstance(node, cst.For):
-            self._for_iterable(node.iter)
+            self._for_iterable(node, path)
         elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
             self._array_use(node.left)
             self._array_use(node.right)
@@ -263,10 +268,12 @@ class _Reader:
                     if isinstance(element.slice, cst.Index):
                         self._static(element.slice.value, "a dict key")
 
-    def _for_iterable(self, iterable: cst.BaseExpression) -> None:
-        # Iterating a parameter walks its (static) pytree structure; only the items that end
-        # up in static positions make the parameter static (handled through derivations).
-        return
+    def _for_iterable(self, loop: cst.For, path: list[cst.CSTNode]) -> None:
+        # Iterating a parameter's pytree structure (`for w, b in params`, `model.blocks`) or a
+        # static `range` unrolls a few steps; a loop over data (`for batch in loader`) would
+        # unroll the dataset, or fail on an iterator.
+        if runs_many_times(self.ctx, loop, [*path, loop]):
+            self._block(f"a Python loop over `{_text(loop.iter)}` (jit would unroll it)")
 
     def _call(self, call: cst.Call, path: list[cst.CSTNode]) -> None:
         func = call.func
@@ -382,7 +389,7 @@ class _Reader:
         method = func.attr.value
         receiver = func.value
         root = _root(receiver)
-        if method in HOST_METHODS:
+        if method in HOST_METHODS or method in ("numpy", "cpu", "tobytes"):
             self._block(f"`.{method}()` copies to the host")
             return
         if method == "apply" and call.args:
@@ -392,10 +399,15 @@ class _Reader:
                 if arg.keyword is None:
                     self._array_use(arg.value)
             for arg in call.args:
-                if arg.keyword is not None and arg.keyword.value not in ("rngs", "mutable", "method"):
-                    self._static(arg.value, f"`{arg.keyword.value}=` of `.apply` (a module option)")
-                elif arg.keyword is not None and arg.keyword.value == "mutable":
-                    self._static(arg.value, "`mutable=` of `.apply`")
+                keyword = arg.keyword.value if arg.keyword is not None else None
+                if keyword in ("mutable", "method", "capture_intermediates") or (
+                    keyword is not None and _OPTION_NAME.search(keyword)
+                ):
+                    # Module options (`train=`, `layer_indices=`) are Python values; other
+                    # keyword inputs (`kv_caches=`, `position_offset=`) may well be arrays.
+                    self._static(arg.value, f"`{keyword}=` of `.apply` (a module option)")
+                elif keyword is not None and keyword != "rngs":
+                    self._array_use(arg.value)
             return
         if isinstance(receiver, cst.Subscript) and isinstance(receiver.value, cst.Attribute) and receiver.value.attr.value == "at":
             return  # x.at[i].set(v)

@@ -106,15 +106,21 @@ class MissingJit(Rule):
 
     def __init__(self, ctx: FileContext, options: dict[str, object] | None = None) -> None:
         super().__init__(ctx, options)
-        self._loop_call = False
+        self._defined: set[str] = set()
+        self._called_in_loops: set[str] = set()
+
+    # Cheap gate: the call graph is built only for files that call one of their own
+    # functions by name inside a loop.
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._defined.add(node.name.value)
 
     def visit_Call(self, node: cst.Call) -> None:
-        # Cheap gate: the graph is built only for files that call a name inside a loop.
-        if not self._loop_call and isinstance(node.func, cst.Name) and self.ctx.loops(node):
-            self._loop_call = True
+        func = node.func
+        if isinstance(func, cst.Name) and func.value not in self._called_in_loops and self.ctx.loops(node):
+            self._called_in_loops.add(func.value)
 
     def finish(self) -> None:
-        if not self._loop_call:
+        if not self._defined & self._called_in_loops:
             return
         graph = self.ctx.calls
         candidates: dict[int, tuple[str, Jittability]] = {}
@@ -141,16 +147,16 @@ class MissingJit(Rule):
 
     def _candidate(self, function: Function) -> tuple[str, Jittability] | None:
         node = function.node
-        if node.decorators or node.asynchronous is not None or function.uses:
+        if node.decorators or node.asynchronous is not None or function.uses or not function.sites:
             return None
         if _SETUP.match(function.name):
             return None
         graph = self.ctx.calls
-        if graph.mode(node) is Mode.TRACED:
-            return None
         found = graph.array_work(node)
         if found is None or found[1] < _MIN_OPERATIONS:
             return None  # one operation dispatches once with or without jit
+        if graph.mode(node) is Mode.TRACED:
+            return None
         work = found[0]
         jittability = analyze(self.ctx, graph, function)
         if jittability.blockers:

@@ -239,6 +239,12 @@ def test_repeats_go_through_callers_to_a_loop_that_runs_many_times() -> None:
         ("for i in range(len(self.blocks)):", False),
         ("for leaf in jax.tree.leaves(tree):", False),
         ("for d in jax.devices():", False),
+        ("for epoch in range(num_epochs):", False),
+        ("for ax, step in zip(axes.flatten(), steps):", False),
+        ("for position in range(cfg.max_new_tokens):", True),
+        ("for batch in cfg.train_loader:", True),
+        ("for i in range(config.num_layers):", False),
+        ("for start in range(0, len(data), batch_size):", True),
     ],
 )
 def test_runs_many_times(loop: str, many: bool) -> None:
