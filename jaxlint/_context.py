@@ -30,6 +30,7 @@ from ._scope import (
 
 
 if TYPE_CHECKING:
+    from ._bindings import BindingIndex
     from ._callgraph import CallGraph
 
 
@@ -72,6 +73,7 @@ class FileContext:
         self._scopes: dict[cst.CSTNode, Scope] = {}
         self._jit: JitIndex | None = None
         self._calls: CallGraph | None = None
+        self._bindings: BindingIndex | None = None
         if _GLOBAL.search(source):
             self._note_global_rebindings()
         self._loop_bindings: dict[cst.CSTNode, frozenset[str]] = {}
@@ -204,6 +206,15 @@ class FileContext:
 
             self._calls = CallGraph.build(self)
         return self._calls
+
+    @property
+    def bindings(self) -> BindingIndex:
+        """Where each name is bound, per scope (built on first use)."""
+        if self._bindings is None:
+            from ._bindings import BindingIndex
+
+            self._bindings = BindingIndex(self)
+        return self._bindings
 
     @property
     def jit(self) -> JitIndex:

@@ -38,6 +38,7 @@ JIT_WRAPPERS = frozenset(
         "jax.pmap",
         "equinox.filter_jit",
         "equinox.filter_pmap",
+        "jaxlint.runtime.filter_jit",
         "flax.nnx.jit",
         "flax.linen.jit",
     }

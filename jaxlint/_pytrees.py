@@ -1,0 +1,230 @@
+"""What kind of value an expression holds, as far as the code shows: an equinox Module, an
+optimizer state, another (large) pytree, an array, a Python scalar, or unknown.
+
+Used to tell a call that carries a model and an optimizer state from one that passes a few
+arrays. Evidence only: a name is classified from its bindings in the scope it resolves to
+(`model = eqx.nn.MLP(...)`, `opt_state = optimizer.init(...)`, `params, static =
+eqx.partition(...)`, a parameter annotated `eqx.Module`, a class of this file that subclasses
+`eqx.Module`...); anything else is `UNKNOWN`, never guessed from its spelling here (callers
+may add their own name heuristics on top).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from ._bindings import Binding, Kind
+from ._scope import dotted_name
+
+
+if TYPE_CHECKING:
+    from ._context import FileContext
+
+
+__all__ = ["Value", "classify", "is_large"]
+
+_MAX_DEPTH = 4
+
+
+class Value(enum.Enum):
+    MODULE = "Module"
+    OPT_STATE = "optimizer state"
+    PYTREE = "pytree"
+    OPTIMIZER = "optimizer"  # an optax GradientTransformation (a tuple of functions)
+    ARRAY = "array"
+    SCALAR = "scalar"
+    UNKNOWN = "unknown"
+
+
+_LARGE = frozenset({Value.MODULE, Value.OPT_STATE, Value.PYTREE})
+
+# equinox functions returning a pytree like their `index`-th positional argument.
+_LIKE_ARGUMENT = {
+    "equinox.tree_at": 1,
+    "equinox.apply_updates": 0,
+    "equinox.filter": 0,
+    "equinox.combine": 0,
+    "equinox.nn.inference_mode": 0,
+    "equinox.tree_deserialise_leaves": 1,
+    "jax.tree.map": 1,
+    "jax.tree_util.tree_map": 1,
+    "jax.tree_map": 1,
+}
+# Calls returning a tuple of pytrees (`params, static = eqx.partition(model, ...)`).
+_PYTREE_TUPLES = frozenset({"equinox.partition", "jax.tree_util.tree_flatten"})
+_ARRAY_MODULES = ("jax.numpy.", "jax.random.", "jax.lax.", "jax.nn.", "numpy.", "jax.scipy.")
+_ARRAY_ANNOTATIONS = ("jax.Array", "jax.numpy.ndarray", "numpy.ndarray", "jaxtyping.")
+_OPTIMIZER_NAMES = frozenset({"opt", "optim", "optimizer", "optimiser", "tx", "solver"})
+_SCALAR_BUILTINS = frozenset({"int", "float", "bool", "str", "len", "complex"})
+
+
+def is_large(value: Value) -> bool:
+    """A Module, an optimizer state or another pytree: many leaves, or an unknown number."""
+    return value in _LARGE
+
+
+def classify(ctx: FileContext, expr: cst.BaseExpression, path: Sequence[cst.CSTNode], depth: int = 0) -> Value:
+    """What `expr` (whose ancestors are `path`) holds."""
+    if depth > _MAX_DEPTH:
+        return Value.UNKNOWN
+    if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+        return Value.SCALAR
+    if isinstance(expr, cst.Name):
+        if expr.value in ("True", "False", "None"):
+            return Value.SCALAR
+        return _classify_name(ctx, expr, path, depth)
+    if isinstance(expr, (cst.Tuple, cst.List, cst.Dict, cst.Set)):
+        elements = (
+            [e.value for e in expr.elements if isinstance(e, cst.DictElement)]
+            if isinstance(expr, cst.Dict)
+            else [e.value for e in expr.elements]
+        )
+        kinds = [classify(ctx, e, [*path, expr], depth + 1) for e in elements]
+        if any(is_large(k) for k in kinds):
+            return Value.PYTREE
+        return Value.UNKNOWN
+    if isinstance(expr, cst.UnaryOperation):
+        inner = classify(ctx, expr.expression, [*path, expr], depth + 1)
+        return inner if inner in (Value.ARRAY, Value.SCALAR) else Value.UNKNOWN
+    if isinstance(expr, cst.BinaryOperation):
+        kinds = {classify(ctx, side, [*path, expr], depth + 1) for side in (expr.left, expr.right)}
+        if Value.ARRAY in kinds and kinds <= {Value.ARRAY, Value.SCALAR}:
+            return Value.ARRAY
+        return Value.SCALAR if kinds == {Value.SCALAR} else Value.UNKNOWN
+    if isinstance(expr, cst.Call):
+        return _classify_call(ctx, expr, path, depth)
+    return Value.UNKNOWN
+
+
+def _classify_name(ctx: FileContext, name: cst.Name, path: Sequence[cst.CSTNode], depth: int) -> Value:
+    bindings = ctx.bindings.of(name.value, [*path, name])
+    if not bindings:
+        return Value.UNKNOWN
+    kinds = [_classify_binding(ctx, b, depth) for b in bindings]
+    for preferred in (Value.MODULE, Value.OPT_STATE, Value.PYTREE):
+        if preferred in kinds:
+            return preferred
+    known = set(kinds) - {Value.UNKNOWN}
+    if len(known) == 1 and Value.UNKNOWN not in kinds:
+        return known.pop()
+    return Value.UNKNOWN
+
+
+def _classify_binding(ctx: FileContext, binding: Binding, depth: int) -> Value:
+    if binding.kind is Kind.PARAM:
+        if binding.annotation is not None:
+            return _classify_annotation(ctx, binding.annotation, binding.path)
+        return Value.UNKNOWN
+    if binding.kind is Kind.CLASS:
+        return Value.UNKNOWN
+    if binding.kind is Kind.ASSIGN:
+        if binding.annotation is not None:
+            annotated = _classify_annotation(ctx, binding.annotation, binding.path)
+            if annotated is not Value.UNKNOWN:
+                return annotated
+        path = [*binding.path, binding.node]
+        if binding.value is not None:
+            return classify(ctx, binding.value, path, depth + 1)
+        if binding.index is not None and isinstance(binding.source, cst.Call):
+            return _classify_element(ctx, binding.source, binding.index, path, depth)
+    return Value.UNKNOWN
+
+
+def _classify_element(ctx: FileContext, call: cst.Call, index: int, path: Sequence[cst.CSTNode], depth: int) -> Value:
+    """What element `index` of the tuple returned by `call` holds."""
+    resolved = ctx.resolve(call.func, path, anchor=call)
+    if resolved in _PYTREE_TUPLES:
+        return Value.PYTREE
+    inner = call.func
+    if isinstance(inner, cst.Call) and ctx.resolve(inner.func, path, anchor=call) == "equinox.nn.make_with_state":
+        return Value.MODULE if index == 0 else Value.PYTREE
+    return Value.UNKNOWN
+
+
+def _classify_call(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode], depth: int) -> Value:
+    func = call.func
+    resolved = ctx.resolve(func, path, anchor=call)
+    if resolved is not None:
+        if resolved in _LIKE_ARGUMENT:
+            positional = [a for a in call.args if a.keyword is None and not a.star]
+            index = _LIKE_ARGUMENT[resolved]
+            if index < len(positional):
+                like = classify(ctx, positional[index].value, [*path, call], depth + 1)
+                if is_large(like):
+                    return like
+            return Value.PYTREE if resolved.startswith("equinox.") else Value.UNKNOWN
+        if resolved.startswith("equinox.nn.") and resolved.rsplit(".", 1)[-1][:1].isupper():
+            return Value.PYTREE if resolved == "equinox.nn.State" else Value.MODULE
+        if resolved.startswith("optax."):
+            return Value.OPTIMIZER
+        if resolved.startswith(_ARRAY_MODULES):
+            return Value.ARRAY
+        return Value.UNKNOWN
+    if isinstance(func, cst.Attribute) and func.attr.value == "init":
+        receiver = func.value
+        if isinstance(receiver, cst.Call) and (ctx.resolve(receiver.func, path, anchor=call) or "").startswith("optax."):
+            return Value.OPT_STATE
+        if classify(ctx, receiver, [*path, call, func], depth + 1) is Value.OPTIMIZER:
+            return Value.OPT_STATE
+        if isinstance(receiver, (cst.Name, cst.Attribute)) and _last(receiver) in _OPTIMIZER_NAMES:
+            return Value.OPT_STATE
+        return Value.UNKNOWN
+    if isinstance(func, cst.Name):
+        if func.value in _SCALAR_BUILTINS and ctx.is_builtin(func.value, path, anchor=call):
+            return Value.SCALAR
+        if _is_module_class(ctx, func, [*path, call], depth):
+            return Value.MODULE
+    return Value.UNKNOWN
+
+
+def _classify_annotation(ctx: FileContext, annotation: cst.BaseExpression, path: Sequence[cst.CSTNode]) -> Value:
+    target = annotation
+    if isinstance(target, cst.Subscript):  # PyTree[...], Float[Array, "..."], Optional[...]
+        target = target.value
+    if isinstance(target, cst.SimpleString):
+        return Value.UNKNOWN
+    resolved = ctx.resolve(target, path, anchor=annotation) if dotted_name(target) else None
+    if resolved is not None:
+        if resolved == "equinox.Module" or (resolved.startswith("equinox.nn.") and resolved.rsplit(".", 1)[-1][:1].isupper()):
+            return Value.MODULE
+        if resolved in ("optax.OptState", "optax.ScaleByAdamState"):
+            return Value.OPT_STATE
+        if resolved in ("jaxtyping.PyTree", "chex.ArrayTree", "optax.Params"):
+            return Value.PYTREE
+        if resolved.startswith(_ARRAY_ANNOTATIONS) or resolved in ("jax.Array",):
+            return Value.ARRAY
+        return Value.UNKNOWN
+    if isinstance(target, cst.Name):
+        if target.value in ("int", "float", "bool", "str") and ctx.is_builtin(target.value, path, anchor=annotation):
+            return Value.SCALAR
+        if _is_module_class(ctx, target, [*path, annotation], 0):
+            return Value.MODULE
+    return Value.UNKNOWN
+
+
+def _is_module_class(ctx: FileContext, name: cst.Name, path: Sequence[cst.CSTNode], depth: int) -> bool:
+    """Whether `name` is a class of this file that subclasses `eqx.Module` (directly or
+    through other classes of the file)."""
+    if depth > _MAX_DEPTH:
+        return False
+    bindings = ctx.bindings.of(name.value, [*path, name])
+    if len(bindings) != 1 or bindings[0].kind is not Kind.CLASS:
+        return False
+    node = bindings[0].node
+    assert isinstance(node, cst.ClassDef)
+    outer = list(bindings[0].path)
+    for base in node.bases:
+        resolved = ctx.resolve(base.value, outer, anchor=node)
+        if resolved == "equinox.Module":
+            return True
+        if isinstance(base.value, cst.Name) and _is_module_class(ctx, base.value, [*outer, node], depth + 1):
+            return True
+    return False
+
+
+def _last(expr: cst.BaseExpression) -> str:
+    return expr.value if isinstance(expr, cst.Name) else expr.attr.value  # type: ignore[attr-defined]
