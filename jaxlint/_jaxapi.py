@@ -39,7 +39,6 @@ JIT_WRAPPERS = frozenset(
         "equinox.filter_jit",
         "equinox.filter_pmap",
         "jaxlint.runtime.filter_jit",
-        "jaxlint.runtime.filter_jit",
         "flax.nnx.jit",
         "flax.linen.jit",
     }

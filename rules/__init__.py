@@ -5,7 +5,6 @@ from __future__ import annotations
 from jaxlint._rule import Rule
 
 from .filter_jit_per_call import FilterJitPerCall as FilterJitPerCall
-from .filter_jit_per_call import FilterJitPerCall as FilterJitPerCall
 from .jit_in_loop import JitInLoop as JitInLoop
 from .missing_jit import MissingJit as MissingJit
 from .tree_at_batch import TreeAtBatch as TreeAtBatch
@@ -15,9 +14,7 @@ from .unsynced_timing import UnsyncedTiming as UnsyncedTiming
 ALL_RULES: tuple[type[Rule], ...] = (TreeAtBatch, UnsyncedTiming)
 ALL_RULES += (MissingJit, JitInLoop)
 ALL_RULES += (FilterJitPerCall,)
-ALL_RULES += (FilterJitPerCall,)
 
 __all__ = ["ALL_RULES", "TreeAtBatch", "UnsyncedTiming"]
 __all__ += ["JitInLoop", "MissingJit"]
-__all__ += ["FilterJitPerCall"]
 __all__ += ["FilterJitPerCall"]
