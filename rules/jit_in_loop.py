@@ -2,13 +2,16 @@
 
 Finds `jax.jit(...)`, `eqx.filter_jit(...)`, `jax.pmap(...)` (and the other jit wrappers)
 applied inside a loop to a callable made in that same iteration: a `lambda`, a
-`functools.partial(...)`, or a `def` nested in the loop body (decorated, or wrapped by name),
-when the jitted function is also called in that iteration.
+`functools.partial(...)`, a `def` nested in the loop body (decorated, or wrapped by name), or
+a bound method (`jax.jit(self.step)` for a method of the enclosing class, a Flax linen
+`jax.jit(model.apply)`: each read of a method makes a new object), when the jitted function
+is also called in that iteration.
 
 It stays silent when the wrapped callable is the same object every iteration (a function
-defined outside the loop, a parameter, an attribute): jax keys its compile cache on the
-function object, so re-wrapping it costs a dictionary lookup, not a compile
-(`../shared/research/jax-facts.md` §3). It also stays silent when the callable captures loop
+defined outside the loop, a parameter, a module's function, an attribute holding a
+function): jax keys its compile cache on the function object, so re-wrapping it costs a
+dictionary lookup, not a compile (`../shared/research/jax-facts.md` §3). `eqx.filter_jit`
+of a method is cached too, so it is not flagged. It also stays silent when the callable captures loop
 variables and the jitted function is only called in a loop nested inside (one compile per
 configuration of a sweep is the point), and when the jitted function is stored, returned or
 handed on instead of called.
@@ -117,9 +120,29 @@ class JitInLoop(Rule):
             if made is None:
                 return  # the same function object every iteration: the compile cache is shared
             wrap = _Wrap(node, api, "name", made, loops, ancestors, set())
+        elif isinstance(target, cst.Attribute) and api not in _jaxapi.FILTER_JIT | {"equinox.filter_pmap"}:
+            if not self._bound_method(target, ancestors):
+                return  # a module's function or a stored attribute: the same object each time
+            wrap = _Wrap(node, api, "method", target, loops, ancestors, set())
         else:
             return
         self._consider(wrap)
+
+    def _bound_method(self, target: cst.Attribute, ancestors: Sequence[cst.CSTNode]) -> bool:
+        """`self.step` for a method of the enclosing class, or a Flax linen `model.apply`:
+        reading them makes a new bound-method object, which `jax.jit` caches apart
+        (`equinox.filter_jit` does not: it is left out)."""
+        receiver = target.value
+        if not isinstance(receiver, cst.Name):
+            return False
+        if receiver.value == "self":
+            return _class_defines(ancestors, target.attr.value)
+        if target.attr.value != "apply" or self.ctx.resolve(receiver, ancestors, anchor=target) is not None:
+            return False
+        imports = [t or "" for t in self.ctx._module_scope.imports.values()]  # noqa: SLF001
+        return any(t.startswith("flax.linen") or t == "flax" for t in imports) and not any(
+            t.startswith("haiku") for t in imports
+        )
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if not node.decorators:
@@ -247,6 +270,13 @@ class JitInLoop(Rule):
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
+def _class_defines(ancestors: Sequence[cst.CSTNode], method: str) -> bool:
+    for node in reversed(ancestors):
+        if isinstance(node, cst.ClassDef):
+            return any(isinstance(s, cst.FunctionDef) and s.name.value == method for s in node.body.body)
+    return False
+
+
 def _value_captures(loop: Loop, wrap: _Wrap) -> bool:
     """Whether the loop variables the callable reads are plain values (loop targets, assigned
     results), never called by it and not functions made in the loop, so that they could be
@@ -326,6 +356,8 @@ def _message(module: cst.Module, wrap: _Wrap) -> str:
         what = f"the nested `def {getattr(wrap.node, 'name', cst.Name('f')).value}`"
     elif wrap.kind == "name":
         what = _made_name(wrap)
+    elif wrap.kind == "method":
+        what = f"`{cst.Module([]).code_for_node(wrap.callable)}`, a new bound-method object each time it is read,"
     else:
         what = {"lambda": "a new `lambda`", "partial": "a new `functools.partial`"}[wrap.kind]
     loop = wrap.loops[-1]
@@ -487,6 +519,9 @@ def _statement_in_loop_body(ancestors: Sequence[cst.CSTNode], loop: Loop) -> boo
 
 
 def _base_name(wrap: _Wrap) -> str:
+    if wrap.kind == "method":
+        assert isinstance(wrap.callable, cst.Attribute)
+        return f"jitted_{wrap.callable.attr.value}"
     if wrap.kind == "partial":
         assert isinstance(wrap.callable, cst.Call)
         func = wrap.callable.args[0].value if wrap.callable.args else None

@@ -48,6 +48,11 @@ def test_jit_in_loop_compiles_once_per_iteration_before_and_once_after() -> None
     assert after["<lambda>"] == after["scaled_tanh"] == after["normalize"] == 1
 
 
+def test_a_bound_method_rewrapped_per_iteration_compiles_each_time() -> None:
+    assert _compiles("jit-in-loop/bad_bound_method.py")["step"] == 3
+    assert _compiles("jit-in-loop/bad_bound_method.fixed.py")["step"] == 1
+
+
 def test_captured_loop_variables_become_arguments_and_compile_once() -> None:
     after = _compiles("jit-in-loop/bad_captured.fixed.py")
     assert after["<lambda>"] == 2  # one per hoisted lambda, instead of one per iteration
