@@ -10,9 +10,10 @@ The questions it answers:
 - `mode(def)`: does the function's body run eagerly (op by op, from Python), under a trace
   (jitted, handed to `jax.jit`/`vmap`/`grad`/`lax.scan`..., a method of a `Module`, only
   called from traced code), or is that unknown (its callers are in other files, or it is
-  handed to an unknown higher-order function)? Precision first: a body is eager only on
-  evidence: a call from eager code, `main`, or host-side driver code in the body itself
-  (`print`, `.item()`, `np.asarray`, `tqdm`, timers, file I/O).
+  handed to an unknown higher-order function, or a test, whose loops are checks, not hot
+  paths)? Precision first: a body is eager only on evidence: a call from eager code, `main`,
+  or host-side driver code in the body itself (`print`, `.item()`, `np.asarray`, `tqdm`,
+  timers, file I/O, `int(jnp...)`).
 - `array_work(def)`: does it run JAX array computations (`jnp`/`lax`/`nn`/`random` calls,
   `model.apply(...)`, a Module call in an equinox file, `@`), directly or through another
   function of the file?
@@ -340,6 +341,8 @@ class CallGraph:
     def _compute_mode(self, function: Function) -> Mode:
         jit = self.ctx.jit
         name = function.name
+        if _is_test(function):
+            return Mode.UNKNOWN  # a test runs once; its loops are checks, not hot paths
         if function.trusted and (name in jit.functions or name in jit.traced):
             return Mode.TRACED
         info = self.ctx.function_info(function.node, function.path)
@@ -440,11 +443,19 @@ class CallGraph:
             resolved = self.ctx.resolve(func, site.path, anchor=site.call)
             if resolved is None and isinstance(func, cst.Name) and func.value in ("print", "open", "input"):
                 resolved = func.value
+            if resolved is None and isinstance(func, cst.Name) and func.value in ("int", "float", "bool"):
+                # `int(jnp.argmax(logits))`: a device value converted on the host.
+                if any(self._is_array_call(inner, site.path, site.call) for inner in _calls_under(site.call)):
+                    return True
             if resolved is None:
                 continue
             if resolved in _DRIVER_CALLS or resolved.startswith(_DRIVER_PREFIXES) or is_host_copy(resolved):
                 return True
         return False
+
+    def _is_array_call(self, call: cst.Call, path: Sequence[cst.CSTNode], anchor: cst.CSTNode) -> bool:
+        resolved = self.ctx.resolve(call.func, path, anchor=anchor)
+        return resolved is not None and _jaxapi.is_array_op(resolved)
 
     def array_work(self, node: cst.FunctionDef) -> tuple[str, int] | None:
         """What array work `node` does when called eagerly: the first operation (`jnp.dot`,
@@ -547,6 +558,27 @@ def _repetition(path: Sequence[cst.CSTNode], function: cst.FunctionDef) -> int:
     lambda handed to `tree.map`...), else 1."""
     start = next((i for i, n in enumerate(path) if n is function), 0)
     return 2 if any(isinstance(n, (*_LOOPS, cst.Lambda)) for n in path[start + 1 :]) else 1
+
+
+def _is_test(function: Function) -> bool:
+    """A test function or a method of a test class (pytest/unittest naming)."""
+    if function.name.startswith("test"):
+        return True
+    owner = function.owner
+    if isinstance(owner, cst.ClassDef):
+        name = owner.name.value
+        return name.startswith("Test") or name.endswith(("Test", "Tests", "TestCase"))
+    return False
+
+
+def _calls_under(call: cst.Call) -> Iterator[cst.Call]:
+    """The calls inside `call`'s arguments."""
+    stack: list[cst.CSTNode] = [a.value for a in call.args]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call):
+            yield node
+        stack.extend(iter_children(node))
 
 
 def _comp_fors(node: cst.CSTNode) -> Iterator[cst.CompFor]:

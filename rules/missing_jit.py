@@ -4,6 +4,8 @@ Finds a function that does JAX array work (`jnp`/`lax`/`jax.nn` calls, `model.ap
 equinox Module call, `@`, or a call of another function of the file that does) and is called
 again and again from Python, once per iteration of a loop over batches or steps (directly, or
 through the functions that call it per batch), while nothing in the file jit-compiles it.
+It also finds a Flax/haiku `model.apply(variables, x, ...)` called directly in such a loop
+(seed 001's decode loops), reported at the call.
 
 The rule wants evidence, all in the same file: a loop that runs many times (not a literal
 table, a small constant `range`, or a loop over layers or parameter dicts) in code that runs
@@ -14,8 +16,9 @@ is jitted anywhere in the file (decorated, `f = jax.jit(f)`, `fast = jax.jit(f)`
 function of a library is called from other files), called only from traced code, decorated,
 a method, named like setup code (`init_*`, `make_*`, `create_*`, `build_*`, `load_*`), or
 when its body would not survive jit: host I/O, `print`, `.item()`, `np.asarray`, mutation of
-outer objects, Python control flow on array values, `while` loops, `try`, or calls into code
-jaxlint cannot see.
+outer objects, Python control flow on array values, `while` loops or loops over data, `try`,
+or calls into code jaxlint cannot see. Loops in tests are not hot paths, and loops over
+epochs, seeds, configurations or plot axes run a few times: silent too.
 
 ## Why is this bad?
 
@@ -64,6 +67,11 @@ call, and array arguments that were Python scalars become traced (weakly typed) 
 There is no fix when the function takes `*args`/`**kwargs`, when a static parameter is
 positional-only, or when a call site passes a list or dict literal to a static parameter.
 
+For an inline `model.apply(...)` in a loop, the fix creates `jitted_model_apply =
+jax.jit(model.apply, static_argnames=(...))` before the loop (keywords given literal constants
+or named like module options are static) and calls it instead; **unsafe** for the same
+reasons. There is no fix when the model is rebound in the loop.
+
 ## Runtime helper
 
 For activation extraction, `jaxlint.runtime.jit_extraction(apply_fn, layers=...)` compiles
@@ -87,6 +95,7 @@ from jaxlint._context import FileContext
 from jaxlint._positions import positions
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
 
+from ._apply_in_loop import ApplyCall, apply_finding, is_apply_call
 from ._jit_analysis import Jittability, analyze
 
 
@@ -108,6 +117,8 @@ class MissingJit(Rule):
         super().__init__(ctx, options)
         self._defined: set[str] = set()
         self._called_in_loops: set[str] = set()
+        self._applies: list[ApplyCall] = []
+        self._names: set[str] = set()  # names this pass's fixes introduce
 
     # Cheap gate: the call graph is built only for files that call one of their own
     # functions by name inside a loop.
@@ -118,8 +129,16 @@ class MissingJit(Rule):
         func = node.func
         if isinstance(func, cst.Name) and func.value not in self._called_in_loops and self.ctx.loops(node):
             self._called_in_loops.add(func.value)
+        elif is_apply_call(node):
+            loops = self.ctx.loops(node)
+            if loops:
+                self._applies.append(ApplyCall(node, list(self.ctx.ancestors), loops))
 
     def finish(self) -> None:
+        for found in self._applies:
+            inline = apply_finding(self.ctx, found, self._names)
+            if inline is not None:
+                self.report(found.call, inline.message, fix=inline.fix, ancestors=found.ancestors)
         if not self._defined & self._called_in_loops:
             return
         graph = self.ctx.calls

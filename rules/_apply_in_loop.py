@@ -1,0 +1,156 @@
+"""missing-jit's inline case: a Flax/haiku `model.apply(variables, x, ...)` called directly in a
+loop that runs many times, in eager code (seed 001's generation and test scripts: a decode
+loop calling `model.apply` for every token).
+
+The fix hoists one `jax.jit(model.apply, static_argnames=...)` above the loop and calls it
+instead; keyword arguments given literal constants (`return_activations=False`) or named like
+module options (`train=`, `layer_indices=`) are static.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from jaxlint._callgraph import Mode, runs_many_times
+from jaxlint._context import FileContext, Loop
+from jaxlint._rule import Applicability, Edit, Fix, ImportSpec
+
+from ._jit_analysis import _OPTION_NAME
+
+
+__all__ = ["ApplyCall", "apply_finding", "is_apply_call"]
+
+_CONSTANTS = (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)
+
+
+@dataclass
+class ApplyCall:
+    call: cst.Call
+    ancestors: list[cst.CSTNode]
+    loops: list[Loop]
+
+
+@dataclass
+class ApplyFinding:
+    message: str
+    fix: Fix | None
+
+
+def is_apply_call(call: cst.Call) -> bool:
+    """`x.apply(variables, inputs, ...)` or `self.model.apply(...)`: two positional arguments
+    at least (a pandas `df.apply(f)` has one)."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "apply"):
+        return False
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return len(positional) >= 2 and _root(func.value) is not None
+
+
+def apply_finding(ctx: FileContext, found: ApplyCall, taken: set[str]) -> ApplyFinding | None:
+    imports = [t or "" for t in ctx._module_scope.imports.values()]  # noqa: SLF001
+    if not any(t.split(".", 1)[0] in ("flax", "haiku") for t in imports):
+        return None
+    func = found.call.func
+    assert isinstance(func, cst.Attribute)
+    if ctx.resolve(func.value, found.ancestors, anchor=found.call) is not None:
+        return None  # `nn.apply(...)`, `hk.experimental...`: a library function, not a model
+    path = [*found.ancestors, found.call]
+    many = [loop for loop in found.loops if runs_many_times(ctx, loop, path)]
+    if not many:
+        return None
+    if ctx.calls.site_mode(found.call, found.ancestors) is not Mode.EAGER:
+        return None
+    root = _root(func.value)
+    innermost = found.loops[-1]
+    if root in ctx.loop_bindings(innermost):
+        return None  # a new model each iteration: nothing to hoist, a compile per model
+    module = ctx.module
+    receiver = module.code_for_node(func.value)
+    loop_text = _header(module, many[-1])
+    message = (
+        f"`{receiver}.apply(...)` runs the whole forward eagerly, dispatching its operations one "
+        f"by one from Python, on every iteration of `{loop_text}`; jit-compile it once before the "
+        f"loop (`jax.jit({receiver}.apply)`)"
+    )
+    return ApplyFinding(message, _fix(ctx, found, receiver, root, taken))
+
+
+def _fix(ctx: FileContext, found: ApplyCall, receiver: str, root: str | None, taken: set[str]) -> Fix | None:
+    hoist: cst.For | cst.While | None = None
+    for loop in reversed(found.loops):
+        if not isinstance(loop, (cst.For, cst.While)) or root in ctx.loop_bindings(loop):
+            break
+        hoist = loop
+    if hoist is None:
+        return None
+    statics: list[str] = []
+    for arg in found.call.args:
+        if arg.star:
+            return None
+        if arg.keyword is None:
+            continue
+        name = arg.keyword.value
+        value = arg.value
+        literal = isinstance(value, _CONSTANTS) or (
+            isinstance(value, cst.Name) and value.value in ("True", "False", "None")
+        )
+        if literal or name in ("mutable", "method", "capture_intermediates") or _OPTION_NAME.search(name):
+            if isinstance(value, (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp)):
+                return None  # unhashable: cannot be a static argument
+            statics.append(name)
+    module = ctx.module
+    jit, imports = _jit_spelling(ctx)
+    name = _unique(module.code, f"jitted_{_last(receiver)}_apply", taken)
+    options = ""
+    if statics:
+        names = ", ".join(f'"{n}"' for n in dict.fromkeys(statics))
+        options = f", static_argnames=({names}{',' if len(set(statics)) == 1 else ''})"
+    statement = cst.parse_statement(f"{name} = {jit}({receiver}.apply{options})\n", config=module.config_for_parsing)
+    replacement = found.call.with_changes(func=cst.Name(name))
+    return Fix(
+        Applicability.UNSAFE,
+        (Edit(found.call, replacement=replacement), Edit(hoist, before=(statement,))),
+        f"Jit-compile `{receiver}.apply` once, as `{name}`, before the loop",
+        imports,
+    )
+
+
+def _jit_spelling(ctx: FileContext) -> tuple[str, tuple[ImportSpec, ...]]:
+    for local, target in ctx._module_scope.imports.items():  # noqa: SLF001
+        if target == "jax":
+            return f"{local}.jit", ()
+    return "jax.jit", (ImportSpec("jax"),)
+
+
+def _root(expr: cst.BaseExpression) -> str | None:
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+def _last(receiver: str) -> str:
+    return receiver.rsplit(".", 1)[-1]
+
+
+def _unique(source: str, base: str, taken: set[str]) -> str:
+    name, suffix = base, 1
+    while name in taken or re.search(rf"\b{re.escape(name)}\b", source):
+        suffix += 1
+        name = f"{base}_{suffix}"
+    taken.add(name)
+    return name
+
+
+def _header(module: cst.Module, loop: Loop) -> str:
+    if isinstance(loop, cst.For):
+        text = f"for {module.code_for_node(loop.target)} in {module.code_for_node(loop.iter)}"
+    elif isinstance(loop, cst.While):
+        text = f"while {module.code_for_node(loop.test)}"
+    else:
+        return "a comprehension"
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
