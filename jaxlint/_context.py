@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import _jaxapi
+from ._device import DeviceIndex
 from ._jitted import JitIndex
 from ._nodes import iter_subtree
 from ._scope import (
@@ -72,6 +73,7 @@ class FileContext:
         self._module_scope = module_scope(module, walrus=self._has_walrus)
         self._scopes: dict[cst.CSTNode, Scope] = {}
         self._jit: JitIndex | None = None
+        self._device: DeviceIndex | None = None
         self._calls: CallGraph | None = None
         self._bindings: BindingIndex | None = None
         if _GLOBAL.search(source):
@@ -206,6 +208,14 @@ class FileContext:
 
             self._calls = CallGraph.build(self)
         return self._calls
+
+    @property
+    def device(self) -> DeviceIndex:
+        """Which values are on the device, which loops dispatch work, which calls are jitted
+        (built on first use)."""
+        if self._device is None:
+            self._device = DeviceIndex(self)
+        return self._device
 
     @property
     def bindings(self) -> BindingIndex:

@@ -1,0 +1,918 @@
+"""Which values live on the device, which loops send it work, and which calls are jitted.
+
+Three questions several rules ask (host copies in loops, growing shapes, ragged batches,
+missing jit, unsynced timing), answered once per file through `FileContext.device`:
+
+- **Is this value on the device?** A must-analysis over the statements of each function (and
+  of the module), in execution order, tracks the names that certainly hold device values: the
+  results of JAX array operations (`jnp.*`, `jax.lax.*`, `jax.random.*`, `jax.device_put`),
+  of jitted callables (`JitIndex`), of transformed calls (`jax.vmap(f)(x)`), of model calls
+  (`model.apply(params, x)`, `state.apply_fn(...)`), of functions of the file that return
+  such values, and anything computed from them (`x[i]`, `x + 1`, `x.sum()`, `out.logits`).
+  At a merge (after an `if`, a loop, a `try`) a name is kept only if every path makes it a
+  device value. Host conversions (`np.asarray(x)`, `float(x)`, `x.item()`, `jax.device_get`)
+  and metadata (`x.shape`, `x.dtype`) give host values; an unknown call gives an unknown
+  value, which is never taken for a device value: precision first.
+- **Does this loop dispatch device work?** Some call or array expression in its body, run on
+  each iteration, does one of the above.
+- **Is this consumer jitted?** `consumer(call)` names the jit API compiling the callee and, when
+  the function is defined in this file, its parameters.
+
+Everything is computed lazily: a scope is analysed the first time a rule asks about a node in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from . import _jaxapi
+from ._scope import dotted_name, target_names
+from ._walk import iter_children
+
+
+if TYPE_CHECKING:
+    from ._context import FileContext
+
+
+__all__ = ["Consumer", "DeviceIndex", "HostCopy", "HOST_ATTRIBUTES"]
+
+State = frozenset[str]
+_EMPTY: State = frozenset()
+
+# Attributes of a jax.Array that are host metadata, not arrays.
+HOST_ATTRIBUTES = frozenset(
+    {"shape", "dtype", "ndim", "size", "nbytes", "itemsize", "sharding", "aval", "weak_type",
+     "committed", "is_fully_addressable", "is_fully_replicated", "format", "layout"}
+)  # fmt: skip
+# Methods of a jax.Array whose result is a host value (or nothing).
+_HOST_RESULT_METHODS = frozenset(
+    {"item", "tolist", "tobytes", "__array__", "copy_to_host_async", "is_ready", "devices",
+     "is_deleted", "delete", "on_device_size_in_bytes", "addressable_data", "unsafe_buffer_pointer",
+     "__len__", "__bool__", "__float__", "__int__", "__index__", "__format__", "__str__", "__repr__"}
+)  # fmt: skip
+# Methods that copy a jax.Array to the host.
+_HOST_COPY_METHODS = {"item": ".item()", "tolist": ".tolist()", "tobytes": ".tobytes()", "__array__": ".__array__()"}
+# `jax.numpy` functions that return host metadata rather than arrays.
+_JNP_HOST_RESULTS = frozenset(
+    {"shape", "ndim", "size", "dtype", "result_type", "issubdtype", "isdtype", "iinfo", "finfo",
+     "promote_types", "can_cast", "isscalar", "iscomplexobj", "isrealobj", "save", "savez", "load",
+     "printoptions", "set_printoptions", "get_printoptions"}
+)  # fmt: skip
+# Calls that copy their array argument to the host: qualified name -> how it is spelled.
+HOST_COPY_FUNCTIONS = {
+    "numpy.array": "np.array",
+    "numpy.asarray": "np.asarray",
+    "numpy.asanyarray": "np.asanyarray",
+    "numpy.ascontiguousarray": "np.ascontiguousarray",
+    "numpy.copy": "np.copy",
+    "jax.device_get": "jax.device_get",
+}
+# Builtins that convert a jax.Array to a Python value (and so wait for it and copy it).
+HOST_CONVERSION_BUILTINS = frozenset({"float", "int", "bool", "complex", "str", "repr", "format"})
+# Builtins whose result holds the device values of their arguments.
+_PASSING_BUILTINS = frozenset({"list", "tuple", "reversed", "iter", "sum", "max", "min", "abs", "sorted", "next"})
+_TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map", "equinox.filter"})
+_TREE_LEAVES = frozenset(
+    {"jax.tree.leaves", "jax.tree_util.tree_leaves", "jax.tree_leaves", "jax.tree.flatten",
+     "jax.tree_util.tree_flatten", "jax.block_until_ready"}
+)  # fmt: skip
+# Libraries whose functions are not model code (never device results by the params heuristic).
+_KNOWN_HOST_MODULES = frozenset(
+    {"jax", "numpy", "math", "os", "sys", "json", "pickle", "time", "logging", "functools",
+     "itertools", "collections", "typing", "builtins", "tensorflow", "torch", "pandas", "optax",
+     "equinox", "flax", "haiku", "chex", "orbax", "absl", "tqdm", "wandb", "matplotlib"}
+)  # fmt: skip
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+# What a flax/haiku `apply` takes first: variables, not a function (pandas `df.apply(fn)`).
+_VARIABLES_HINTS = ("param", "variables", "state", "weights", "vars")
+
+
+@dataclass(frozen=True)
+class HostCopy:
+    """A call that copies a value to the host: how it is spelled and what it copies."""
+
+    call: cst.Call
+    kind: str  # "np.asarray", "jax.device_get", ".item()", "float()", "print()"
+    value: cst.BaseExpression
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """A jitted callable a call goes to."""
+
+    api: str  # the jit wrapper: "jax.jit", "equinox.filter_jit", ...
+    function: cst.FunctionDef | None  # its definition, when it is in this file
+    params: tuple[str, ...] | None  # its parameter names (None: unknown)
+
+
+@dataclass
+class _Flow:
+    """Device names before each statement of one scope."""
+
+    before: dict[int, State] = field(default_factory=dict)
+    returns: list[tuple[cst.Return, State, tuple[cst.CSTNode, ...]]] = field(default_factory=list)
+    yields: bool = False
+
+
+class DeviceIndex:
+    """The device-value analysis of one file (see the module docstring)."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self._flows: dict[int, _Flow] = {}
+        self._returns_device: dict[int, bool] = {}
+        self._defs: dict[int, dict[str, list[cst.FunctionDef]]] = {}
+
+    # -- public questions -------------------------------------------------------------------
+
+    def holds(self, expr: cst.BaseExpression, ancestors: Sequence[cst.CSTNode] | None = None) -> bool:
+        """Whether `expr` certainly evaluates to a device array (or a container of some) where
+        it stands. `ancestors` are `expr`'s (default: those of the node being visited)."""
+        path = tuple(self.ctx.ancestors if ancestors is None else ancestors)
+        return self._holds(expr, self.state_at(expr, path), path)
+
+    def state_at(self, node: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> State:
+        """The names that certainly hold device values where `node` is evaluated."""
+        path = tuple(ancestors)
+        scope_index = _scope_index(path)
+        scope = path[scope_index] if scope_index >= 0 else self.ctx.module
+        if isinstance(scope, cst.ClassDef):
+            return _EMPTY
+        flow = self._flow(scope, path[:scope_index] if scope_index >= 0 else ())
+        state = _EMPTY
+        start = scope_index + 1 if scope_index >= 0 else 0
+        chain = (*path, node)
+        for index in range(len(chain) - 1, start - 1, -1):
+            found = flow.before.get(id(chain[index]))
+            if found is not None:
+                state = found
+                start = index
+                break
+        # Comprehension targets and lambda parameters between the statement and the node.
+        for index in range(start, len(chain) - 1):
+            outer, inner = chain[index], chain[index + 1]
+            if isinstance(outer, _COMPREHENSIONS) and inner is not outer.for_in:
+                state = self._comprehension_state(outer, state, chain[: index + 1])
+            elif isinstance(outer, cst.CompFor) and inner is not outer.iter:
+                state = self._bind_for(outer.target, outer.iter, state, chain[:index])
+            elif isinstance(outer, cst.Lambda) and inner is outer.body:
+                state = state - set(_lambda_params(outer))
+        return state
+
+    def loop_dispatches(
+        self,
+        loop: cst.CSTNode,
+        ancestors: Sequence[cst.CSTNode] | None = None,
+        *,
+        calls_only: bool = False,
+    ) -> bool:
+        """Whether each iteration of `loop` (a `for`/`while` or a comprehension) runs code that
+        sends work to the device. `ancestors` are `loop`'s (default: the visited node's).
+        With `calls_only`, only calls of compiled or model code count (a jitted function, a
+        transformed function, `model.apply`, a function of the file returning device
+        values), not single eager ops (`jnp.sin(x)`, `x[i]`, `x + 1`)."""
+        path = tuple(self.ctx.ancestors if ancestors is None else ancestors)
+        inner = (*path, loop)
+        if isinstance(loop, (cst.For, cst.While)):
+            parts: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(loop.body, inner)]
+            if isinstance(loop, cst.While):
+                parts.append((loop.test, inner))
+        elif isinstance(loop, _COMPREHENSIONS):
+            # Everything but the first iterable runs once per item.
+            parts = [(c, inner) for c in iter_children(loop) if c is not loop.for_in]  # type: ignore[attr-defined]
+            first = loop.for_in  # type: ignore[attr-defined]
+            parts += [(c, (*inner, first)) for c in iter_children(first) if c is not first.iter]
+        else:
+            return False
+        for part, part_path in parts:
+            for node, node_path in _expressions(part, part_path):
+                if calls_only:
+                    if isinstance(node, cst.Call) and self._compiled_call(node, node_path):
+                        return True
+                elif self.dispatches_here(node, node_path):
+                    return True
+        return False
+
+    def _compiled_call(self, call: cst.Call, path: tuple[cst.CSTNode, ...]) -> bool:
+        func = call.func
+        if isinstance(func, cst.Call):
+            wrapper = _jaxapi.decorator_target(func.func, lambda e: self.ctx.resolve(e, path, anchor=call))
+            return wrapper in _jaxapi.JIT_WRAPPERS or wrapper in _jaxapi.TRANSFORMS
+        if self.ctx.jit.callee(call, list(path)) is not None:
+            return True
+        if isinstance(func, cst.Attribute):
+            return func.attr.value == "apply_fn" or (func.attr.value == "apply" and _looks_like_variables(call))
+        if isinstance(func, cst.Name) and self.ctx.resolve(func, path, anchor=call) is None:
+            target = self._local_def(func.value, path)
+            return target is not None and target[0] is not None and self.returns_device(target[0], target[1])
+        return False
+
+    def dispatches_here(self, node: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> bool:
+        """Whether evaluating `node` itself (not its children) sends work to the device: a
+        dispatching call, or indexing / arithmetic on a device value."""
+        path = tuple(ancestors)
+        if isinstance(node, cst.Call):
+            return self._call_holds(node, self.state_at(node, path), path, dispatch=True)
+        if isinstance(node, cst.Subscript):
+            return not _container_lookup(node, path) and self._holds(node.value, self.state_at(node, path), path)
+        if isinstance(node, cst.BinaryOperation):
+            state = self.state_at(node, path)
+            return self._holds(node.left, state, path) or self._holds(node.right, state, path)
+        return False
+
+    def host_copy(self, call: cst.Call, ancestors: Sequence[cst.CSTNode] | None = None) -> HostCopy | None:
+        """`call` as a copy to the host (`np.asarray(x)`, `x.item()`, `float(x)`,
+        `jax.device_get(x)`), whatever `x` holds; None for any other call."""
+        path = tuple(self.ctx.ancestors if ancestors is None else ancestors)
+        func = call.func
+        name = self.ctx.resolve(func, path, anchor=call)
+        if name is not None:
+            kind = HOST_COPY_FUNCTIONS.get(name)
+            if kind is not None and call.args and not call.args[0].star and call.args[0].keyword is None:
+                return HostCopy(call, kind, call.args[0].value)
+            return None
+        if isinstance(func, cst.Attribute):
+            kind = _HOST_COPY_METHODS.get(func.attr.value)
+            if kind is not None and not call.args:
+                return HostCopy(call, kind, func.value)
+            return None
+        if (
+            isinstance(func, cst.Name)
+            and func.value in HOST_CONVERSION_BUILTINS | {"print"}
+            and self._is_builtin(func.value, call, path)
+            and len(call.args) >= 1
+            and not call.args[0].star
+            and call.args[0].keyword is None
+        ):
+            if func.value != "print" and len(call.args) != 1:
+                return None
+            return HostCopy(call, f"{func.value}()", call.args[0].value)
+        return None
+
+    def consumer(self, call: cst.Call, ancestors: Sequence[cst.CSTNode] | None = None) -> Consumer | None:
+        """The jitted callable `call` goes to, or None when it is not known to be jitted."""
+        path = tuple(self.ctx.ancestors if ancestors is None else ancestors)
+        func = call.func
+        if isinstance(func, cst.Call):
+            api = _jaxapi.decorator_target(func.func, lambda e: self.ctx.resolve(e, path, anchor=call))
+            if api not in _jaxapi.JIT_WRAPPERS:
+                return None
+            wrapped = func.args[0].value if func.args and func.args[0].keyword is None else None
+            found = self._local_def(wrapped.value, path) if isinstance(wrapped, cst.Name) else None
+            target = found[0] if found is not None else None
+            return Consumer(api, target, _params(target))
+        api = self.ctx.jit.callee(call, list(path))
+        if api is None:
+            return None
+        if isinstance(func, cst.Attribute):
+            target = _method_def(func.attr.value, path)
+        else:
+            assert isinstance(func, cst.Name)
+            target = self._jitted_def(func.value, path)
+        return Consumer(api, target, _params(target))
+
+    def is_traced(self, ancestors: Sequence[cst.CSTNode] | None = None) -> bool:
+        """Whether code at `ancestors` runs under a trace, so its calls are staged and host
+        conversions are impossible: inside a jitted function (`JitIndex.is_traced`), a
+        function handed to a JAX transformation (`lax.scan(body, ...)`, `jax.vmap(f)`,
+        `jax.grad(loss)`), or a method of a Flax/Equinox/Haiku `Module`."""
+        path = list(self.ctx.ancestors if ancestors is None else ancestors)
+        if self.ctx.jit.is_traced(path):
+            return True
+        transformed = self._transformed()
+        for index, node in enumerate(path):
+            if isinstance(node, cst.FunctionDef) and node.name.value in transformed:
+                return True
+            if isinstance(node, cst.ClassDef) and any(
+                (self.ctx.resolve(base.value, path[:index], anchor=node) or "") in _MODULE_BASES
+                for base in node.bases
+            ):
+                return True
+        return False
+
+    def _transformed(self) -> frozenset[str]:
+        """Names of functions handed to a JAX transformation anywhere in the file."""
+        cached = getattr(self, "_transformed_names", None)
+        if cached is not None:
+            return cached
+        names: set[str] = set()
+        for call, path in _all_calls(self.ctx.module):
+            if not any(isinstance(a.value, cst.Name) for a in call.args):
+                continue
+            name = self.ctx.resolve(call.func, path, anchor=call)
+            if name is None and isinstance(call.func, cst.Call):
+                name = _jaxapi.decorator_target(call.func.func, lambda e, p=path, c=call: self.ctx.resolve(e, p, anchor=c))
+            if name is None or not _is_transformation(name):
+                continue
+            names.update(a.value.value for a in call.args if isinstance(a.value, cst.Name))
+        self._transformed_names: frozenset[str] = frozenset(names)
+        return self._transformed_names
+
+    def returns_device(self, function: cst.FunctionDef, ancestors: Sequence[cst.CSTNode]) -> bool:
+        """Whether every `return` of `function` (defined in this file) gives a device value."""
+        key = id(function)
+        cached = self._returns_device.get(key)
+        if cached is not None:
+            return cached
+        self._returns_device[key] = False  # recursion: assume not while computing
+        flow = self._flow(function, tuple(ancestors))
+        result = (
+            not flow.yields
+            and bool(flow.returns)
+            and all(
+                ret.value is not None and self._holds(ret.value, state, path)
+                for ret, state, path in flow.returns
+            )
+        )
+        self._returns_device[key] = result
+        return result
+
+    # -- the flow analysis ------------------------------------------------------------------
+
+    def _flow(self, scope: cst.CSTNode, ancestors: tuple[cst.CSTNode, ...]) -> _Flow:
+        flow = self._flows.get(id(scope))
+        if flow is None:
+            flow = self._flows[id(scope)] = _Flow()
+            path = (*ancestors, scope)
+            if isinstance(scope, cst.Module):
+                self._block(flow, scope.body, _EMPTY, path)
+            elif isinstance(scope, cst.FunctionDef):
+                body = scope.body
+                if isinstance(body, cst.IndentedBlock):
+                    self._block(flow, body.body, _EMPTY, (*path, body))
+                else:
+                    self._block(flow, [body], _EMPTY, path)
+        return flow
+
+    def _block(self, flow: _Flow, statements: Sequence[cst.CSTNode], state: State, path: tuple[cst.CSTNode, ...]) -> State:
+        for statement in statements:
+            state = self._statement(flow, statement, state, path)
+        return state
+
+    def _suite(self, flow: _Flow, suite: cst.BaseSuite, state: State, path: tuple[cst.CSTNode, ...]) -> State:
+        if isinstance(suite, cst.IndentedBlock):
+            return self._block(flow, suite.body, state, (*path, suite))
+        return self._block(flow, [suite], state, path)
+
+    def _statement(self, flow: _Flow, node: cst.CSTNode, state: State, path: tuple[cst.CSTNode, ...]) -> State:
+        flow.before[id(node)] = state
+        inner = (*path, node)
+        if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            for small in node.body:
+                flow.before[id(small)] = state
+                state = self._small(flow, small, state, inner)
+            return state
+        if isinstance(node, cst.If):
+            then = self._suite(flow, node.body, state, inner)
+            other = self._orelse(flow, node.orelse, state, inner)
+            return then & other
+        if isinstance(node, (cst.For, cst.While)):
+            return self._loop(flow, node, state, path)
+        if isinstance(node, (cst.Try, cst.TryStar)):
+            body = self._suite(flow, node.body, state, inner)
+            ends = []
+            for handler in node.handlers:
+                start = state & body
+                if handler.name is not None:
+                    start = start - set(target_names(handler.name.name))
+                flow.before[id(handler)] = start
+                ends.append(self._suite(flow, handler.body, start, (*inner, handler)))
+            if node.orelse is not None:
+                body = self._suite(flow, node.orelse.body, body, (*inner, node.orelse))
+            end = body
+            for other_end in ends:
+                end = end & other_end
+            if node.finalbody is not None:
+                end = self._suite(flow, node.finalbody.body, end, (*inner, node.finalbody))
+            return end
+        if isinstance(node, cst.With):
+            for item in node.items:
+                if item.asname is not None:
+                    state = state - set(target_names(item.asname.name))
+            return self._suite(flow, node.body, state, inner)
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return state - {node.name.value}
+        if isinstance(node, cst.Match):
+            end: State | None = None
+            for case in node.cases:
+                start = state - _match_names(case.pattern)
+                flow.before[id(case)] = start
+                case_end = self._suite(flow, case.body, start, (*inner, case))
+                end = case_end if end is None else end & case_end
+            return state if end is None else end & state
+        return state
+
+    def _orelse(self, flow: _Flow, orelse: cst.CSTNode | None, state: State, path: tuple[cst.CSTNode, ...]) -> State:
+        if orelse is None:
+            return state
+        if isinstance(orelse, cst.If):
+            return self._statement(flow, orelse, state, path)
+        assert isinstance(orelse, cst.Else)
+        return self._suite(flow, orelse.body, state, (*path, orelse))
+
+    def _loop(self, flow: _Flow, loop: cst.For | cst.While, state: State, path: tuple[cst.CSTNode, ...]) -> State:
+        inner = (*path, loop)
+        head = state
+        for _ in range(8):  # must-analysis: the head state only shrinks, so this converges
+            flow.before[id(loop)] = head
+            start = head
+            if isinstance(loop, cst.For):
+                start = self._bind_for(loop.target, loop.iter, head, inner)
+                flow.before[id(loop.body)] = start
+            end = self._suite(flow, loop.body, start, inner)
+            new_head = state & end
+            if new_head == head:
+                break
+            head = new_head
+        if loop.orelse is not None:
+            return self._suite(flow, loop.orelse.body, head, (*inner, loop.orelse))
+        return head
+
+    def _small(self, flow: _Flow, small: cst.CSTNode, state: State, path: tuple[cst.CSTNode, ...]) -> State:
+        inner = (*path, small)
+        if isinstance(small, cst.Expr):
+            flow.yields = flow.yields or _has_yield(small.value)
+            return state
+        if isinstance(small, cst.Return):
+            flow.returns.append((small, state, inner))
+            if small.value is not None:
+                flow.yields = flow.yields or _has_yield(small.value)
+            return state
+        if isinstance(small, cst.Assign):
+            flow.yields = flow.yields or _has_yield(small.value)
+            for target in small.targets:
+                state = self._assign(target.target, small.value, state, inner)
+            return state
+        if isinstance(small, cst.AnnAssign):
+            if small.value is None:
+                return state
+            return self._assign(small.target, small.value, state, inner)
+        if isinstance(small, cst.AugAssign):
+            if isinstance(small.target, cst.Name):
+                name = small.target.value
+                if name in state or self._holds(small.value, state, inner):
+                    return state | {name}
+            return state
+        if isinstance(small, cst.Del):
+            return state - set(target_names(small.target))
+        if isinstance(small, (cst.Import, cst.ImportFrom)):
+            names = small.names if isinstance(small.names, Sequence) else ()
+            bound = {
+                (a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name) else (dotted_name(a.name) or "").split(".")[0])
+                for a in names
+            }
+            return state - bound
+        return state
+
+    def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression, state: State, path: tuple[cst.CSTNode, ...]) -> State:
+        if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
+            targets = [e.value for e in target.elements]
+            values = [e.value for e in value.elements]
+            if len(targets) == len(values) and not any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
+                device = [self._holds(v, state, path) for v in values]
+                for t, d in zip(targets, device):
+                    state = _set(state, target_names(t), d)
+                return state
+        if isinstance(target, (cst.Subscript, cst.Attribute)):
+            return state
+        return _set(state, target_names(target), self._holds(value, state, path))
+
+    def _bind_for(self, target: cst.BaseExpression, iterable: cst.BaseExpression, state: State, path: tuple[cst.CSTNode, ...]) -> State:
+        """The state inside a loop over `iterable` whose items are bound to `target`."""
+        names = set(target_names(target))
+        state = state - names
+        parts = self._item_parts(iterable, state, path)
+        if parts is None:
+            return state
+        if isinstance(target, (cst.Tuple, cst.List)) and isinstance(parts, list):
+            elements = target.elements
+            if len(elements) == len(parts) and not any(isinstance(e, cst.StarredElement) for e in elements):
+                for element, device in zip(elements, parts):
+                    state = _set(state, target_names(element.value), device)
+                return state
+            return state
+        if parts is True:
+            return state | names
+        return state
+
+    def _item_parts(self, iterable: cst.BaseExpression, state: State, path: tuple[cst.CSTNode, ...]) -> bool | list[bool] | None:
+        """Whether the items of `iterable` are device values: True, a list for each position of
+        a tuple item (`enumerate`, `zip`, `.items()`), or None when not known to be."""
+        if isinstance(iterable, (cst.List, cst.Tuple, cst.Set)):
+            items = [e.value for e in iterable.elements if isinstance(e, cst.Element)]
+            if not items or len(items) != len(iterable.elements):
+                return None
+            if all(isinstance(i, cst.Tuple) for i in items):
+                arity = {len(i.elements) for i in items}  # type: ignore[attr-defined]
+                if len(arity) == 1:
+                    return [
+                        all(self._holds(i.elements[k].value, state, path) for i in items)  # type: ignore[attr-defined]
+                        for k in range(arity.pop())
+                    ]
+            return True if all(self._holds(i, state, path) for i in items) else None
+        if isinstance(iterable, cst.Call):
+            func = iterable.func
+            args = [a.value for a in iterable.args if a.keyword is None and not a.star]
+            if isinstance(func, cst.Name) and self._is_builtin(func.value, iterable, path):
+                if func.value == "enumerate" and args:
+                    return [False, self._holds(args[0], state, path)]
+                if func.value == "zip":
+                    return [self._holds(a, state, path) for a in args]
+                if func.value == "range":
+                    return None
+            if isinstance(func, cst.Attribute) and func.attr.value == "items" and not args:
+                if self._holds(func.value, state, path):
+                    return [False, True]
+                return None
+            if isinstance(func, cst.Attribute) and func.attr.value == "keys" and not args:
+                return None
+        return True if self._holds(iterable, state, path) else None
+
+    def _comprehension_state(self, comp: cst.CSTNode, state: State, path: tuple[cst.CSTNode, ...]) -> State:
+        for_in = comp.for_in  # type: ignore[attr-defined]
+        while for_in is not None:
+            state = self._bind_for(for_in.target, for_in.iter, state, path)
+            for_in = for_in.inner_for_in
+        return state
+
+    # -- expressions --------------------------------------------------------------------------
+
+    def _holds(self, expr: cst.CSTNode, state: State, path: tuple[cst.CSTNode, ...]) -> bool:
+        if isinstance(expr, cst.Name):
+            return expr.value in state
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in HOST_ATTRIBUTES:
+                return False
+            return self._holds(expr.value, state, path)
+        if isinstance(expr, cst.Subscript):
+            return self._holds(expr.value, state, path)
+        if isinstance(expr, cst.Call):
+            return self._call_holds(expr, state, path)
+        if isinstance(expr, cst.BinaryOperation):
+            return self._holds(expr.left, state, path) or self._holds(expr.right, state, path)
+        if isinstance(expr, cst.UnaryOperation):
+            return not isinstance(expr.operator, cst.Not) and self._holds(expr.expression, state, path)
+        if isinstance(expr, cst.Comparison):
+            host_ops = (cst.Is, cst.IsNot, cst.In, cst.NotIn)
+            if any(isinstance(c.operator, host_ops) for c in expr.comparisons):
+                return False
+            return self._holds(expr.left, state, path) or any(
+                self._holds(c.comparator, state, path) for c in expr.comparisons
+            )
+        if isinstance(expr, cst.IfExp):
+            return self._holds(expr.body, state, path) and self._holds(expr.orelse, state, path)
+        if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+            return any(
+                self._holds(e.value, state, path) for e in expr.elements if isinstance(e, cst.Element)
+            )
+        if isinstance(expr, cst.Dict):
+            return any(
+                self._holds(e.value, state, path) for e in expr.elements if isinstance(e, cst.DictElement)
+            )
+        if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+            inner = self._comprehension_state(expr, state, path)
+            return self._holds(expr.elt, inner, (*path, expr))
+        if isinstance(expr, cst.DictComp):
+            inner = self._comprehension_state(expr, state, path)
+            return self._holds(expr.value, inner, (*path, expr))
+        if isinstance(expr, cst.NamedExpr):
+            return self._holds(expr.value, state, path)
+        return False
+
+    def _call_holds(self, call: cst.Call, state: State, path: tuple[cst.CSTNode, ...], *, dispatch: bool = False) -> bool:
+        """Whether `call` returns a device value (with `dispatch`: whether it sends work to
+        the device; the two differ only for calls that pass device values through)."""
+        ctx = self.ctx
+        func = call.func
+        name = ctx.resolve(func, path, anchor=call)
+        args = [a.value for a in call.args if not a.star]
+        if name is not None:
+            if name.startswith("jax.numpy.") and name.rsplit(".", 1)[-1] in _JNP_HOST_RESULTS:
+                return False
+            if _jaxapi.is_array_op(name):
+                return not name.rsplit(".", 1)[-1][:1].isupper()  # classes: lax.Precision, ...
+            if name in _TREE_MAPS:
+                return not dispatch and self._tree_map_holds(call, state, path)
+            if name in _TREE_LEAVES:
+                return not dispatch and bool(args) and self._holds(args[0], state, path)
+            if name.split(".", 1)[0] in _KNOWN_HOST_MODULES:
+                return False
+            return self._model_function_call(call, state, path)
+        if isinstance(func, cst.Call):
+            wrapper = _jaxapi.decorator_target(func.func, lambda e: ctx.resolve(e, path, anchor=call))
+            return wrapper in _jaxapi.JIT_WRAPPERS or wrapper in _jaxapi.TRANSFORMS
+        if ctx.jit.callee(call, list(path)) is not None:
+            return True
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method == "apply_fn" or (method == "apply" and _looks_like_variables(call)):
+                return True
+            if method in _HOST_RESULT_METHODS or method in HOST_ATTRIBUTES:
+                return False
+            if self._holds(func.value, state, path):
+                return not (dispatch and method in ("get", "block_until_ready", "values", "keys", "items"))
+            if method in ("get", "pop") and isinstance(func.value, cst.Name):
+                return False
+            return False
+        if isinstance(func, cst.Name):
+            if self._is_builtin(func.value, call, path):
+                if func.value in _PASSING_BUILTINS:
+                    return not dispatch and any(self._holds(a, state, path) for a in args)
+                return False
+            target = self._local_def(func.value, path)
+            if target is not None and target[0] is not None:
+                return self.returns_device(target[0], target[1])
+            return self._model_function_call(call, state, path)
+        return False
+
+    def _model_function_call(self, call: cst.Call, state: State, path: tuple[cst.CSTNode, ...]) -> bool:
+        """`extract(model, params, input_ids)`: a function of another module, given the
+        parameters (a name spelled like `params`/`variables`/`weights`) and a device array,
+        computes on the device and returns device values."""
+        args = [a.value for a in call.args if not a.star]
+        if not any(_names_variables(a) for a in args):
+            return False
+        return any(self._holds(a, state, path) for a in args)
+
+    def _tree_map_holds(self, call: cst.Call, state: State, path: tuple[cst.CSTNode, ...]) -> bool:
+        if len(call.args) < 2:
+            return False
+        fn = call.args[0].value
+        if isinstance(fn, cst.Lambda):
+            body = fn.body
+            if isinstance(body, cst.Call) and self.host_copy(body, (*path, call, call.args[0], fn)) is not None:
+                return False
+        elif (self.ctx.resolve(fn, path, anchor=call) or "").startswith(("numpy.", "jax.device_get")):
+            return False
+        return any(self._holds(a.value, state, path) for a in call.args[1:] if a.keyword is None)
+
+    # -- names ----------------------------------------------------------------------------------
+
+    def _is_builtin(self, name: str, node: cst.CSTNode, path: Sequence[cst.CSTNode]) -> bool:
+        """`name` is not imported, and no def/assignment of the file's scopes on `path` binds it."""
+        if self.ctx.resolve(cst.Name(name), path, anchor=node) is not None:
+            return False
+        return self._local_def(name, path) is None and not self._bound_at_module(name)
+
+    def _bound_at_module(self, name: str) -> bool:
+        return name in self._module_assignments()
+
+    def _module_assignments(self) -> frozenset[str]:
+        cached = getattr(self, "_module_names", None)
+        if cached is None:
+            names: set[str] = set()
+            for statement in self.ctx.module.body:
+                if isinstance(statement, cst.SimpleStatementLine):
+                    for small in statement.body:
+                        if isinstance(small, cst.Assign):
+                            for t in small.targets:
+                                names.update(target_names(t.target))
+                elif isinstance(statement, cst.ClassDef):
+                    names.add(statement.name.value)
+            cached = self._module_names = frozenset(names)
+        return cached
+
+    def _local_def(self, name: str, path: Sequence[cst.CSTNode]) -> tuple[cst.FunctionDef | None, tuple[cst.CSTNode, ...]] | None:
+        """The `def name` visible from `path`: in an enclosing function's body or at module
+        level, defined exactly once there. (None, ...) when the name is defined more than once."""
+        scopes: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = []
+        for index in range(len(path) - 1, -1, -1):
+            node = path[index]
+            if isinstance(node, cst.FunctionDef) and isinstance(node.body, cst.IndentedBlock):
+                scopes.append((node, tuple(path[: index + 1]) + (node.body,)))
+        scopes.append((self.ctx.module, (self.ctx.module,)))
+        for scope, scope_path in scopes:
+            defs = self._defs_in(scope).get(name)
+            if defs:
+                if len(defs) > 1:
+                    return None, scope_path
+                return defs[0], scope_path
+        return None
+
+    def _defs_in(self, scope: cst.CSTNode) -> dict[str, list[cst.FunctionDef]]:
+        cached = self._defs.get(id(scope))
+        if cached is None:
+            body = scope.body.body if isinstance(scope, cst.FunctionDef) else scope.body  # type: ignore[union-attr]
+            cached = {}
+            for statement in body:
+                for node in _defs_of(statement):
+                    cached.setdefault(node.name.value, []).append(node)
+            self._defs[id(scope)] = cached
+        return cached
+
+    def _jitted_def(self, name: str, path: Sequence[cst.CSTNode]) -> cst.FunctionDef | None:
+        """The definition of the jitted callable `name`: a jit-decorated `def name`, or the
+        function wrapped by `name = jax.jit(f, ...)`."""
+        found = self._local_def(name, path)
+        if found is not None and found[0] is not None:
+            return found[0]
+        wrapped = self._wrapped_name(name)
+        if wrapped is not None:
+            found = self._local_def(wrapped, path)
+            if found is not None:
+                return found[0]
+        return None
+
+    def _wrapped_name(self, name: str) -> str | None:
+        """`f` for a module-level `name = jax.jit(f, ...)` (or `partial(jax.jit, ...)(f)`)."""
+        for statement in self.ctx.module.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if (
+                    isinstance(small, cst.Assign)
+                    and any(name in target_names(t.target) for t in small.targets)
+                    and isinstance(small.value, cst.Call)
+                    and small.value.args
+                    and isinstance(small.value.args[0].value, cst.Name)
+                ):
+                    return small.value.args[0].value.value
+        return None
+
+
+_MODULE_BASES = frozenset(
+    {"flax.linen.Module", "flax.linen.module.Module", "flax.nnx.Module", "equinox.Module", "haiku.Module"}
+)
+# The transformations that trace the functions they are given (by the last part of the name).
+_TRANSFORMATIONS = frozenset(
+    {"jit", "pjit", "pmap", "vmap", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "jvp",
+     "vjp", "linearize", "checkpoint", "remat", "custom_vjp", "custom_jvp", "eval_shape",
+     "make_jaxpr", "shard_map", "named_call", "scan", "fori_loop", "while_loop", "cond", "switch",
+     "map", "associative_scan", "custom_root", "custom_linear_solve", "filter_jit", "filter_vmap",
+     "filter_pmap", "filter_grad", "filter_value_and_grad", "filter_checkpoint", "filter_eval_shape",
+     "filter_jvp", "filter_vjp", "transform", "transform_with_state", "without_apply_rng"}
+)  # fmt: skip
+_TRANSFORMATION_MODULES = ("jax.", "equinox.", "flax.linen.", "flax.nnx.", "haiku.")
+
+
+def _is_transformation(name: str) -> bool:
+    if name.startswith(("jax.tree", "jax.numpy.", "jax.debug.")):
+        return False
+    return name.startswith(_TRANSFORMATION_MODULES) and name.rsplit(".", 1)[-1] in _TRANSFORMATIONS
+
+
+def _all_calls(module: cst.Module) -> Iterator[tuple[cst.Call, tuple[cst.CSTNode, ...]]]:
+    stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(module, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, cst.Call):
+            yield node, path
+        below = (*path, node)
+        stack.extend((child, below) for child in iter_children(node))
+
+
+def _defs_of(statement: cst.CSTNode) -> Iterator[cst.FunctionDef]:
+    if isinstance(statement, cst.FunctionDef):
+        yield statement
+    elif isinstance(statement, (cst.If, cst.Try)):
+        for child in iter_children(statement):
+            if isinstance(child, (cst.IndentedBlock, cst.Else, cst.If, cst.ExceptHandler, cst.Finally)):
+                body = child.body if not isinstance(child, (cst.IndentedBlock, cst.If)) else child
+                if isinstance(body, cst.IndentedBlock):
+                    for inner in body.body:
+                        yield from _defs_of(inner)
+                elif isinstance(body, cst.If):
+                    yield from _defs_of(body)
+
+
+def _method_def(name: str, path: Sequence[cst.CSTNode]) -> cst.FunctionDef | None:
+    """`def name` in the innermost class enclosing `path`."""
+    for node in reversed(path):
+        if isinstance(node, cst.ClassDef):
+            for statement in node.body.body:
+                if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+                    return statement
+            return None
+    return None
+
+
+def _params(function: cst.FunctionDef | None) -> tuple[str, ...] | None:
+    if function is None:
+        return None
+    params = function.params
+    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+    return tuple(names)
+
+
+def _lambda_params(node: cst.Lambda) -> list[str]:
+    params = node.params
+    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.append(star.name.value)
+    return names
+
+
+def _names_variables(expr: cst.BaseExpression) -> bool:
+    name = dotted_name(expr)
+    if name is None:
+        return False
+    last = name.rsplit(".", 1)[-1].lower()
+    return any(hint in last for hint in ("param", "variables", "weights"))
+
+
+def _looks_like_variables(call: cst.Call) -> bool:
+    """`model.apply(params, x)` / `model.apply({"params": p}, x)`, not `df.apply(fn)`."""
+    if not call.args or call.args[0].keyword is not None:
+        return False
+    first = call.args[0].value
+    if isinstance(first, cst.Dict):
+        return True
+    name = dotted_name(first)
+    if name is None:
+        return False
+    last = name.rsplit(".", 1)[-1].lower()
+    return any(hint in last for hint in _VARIABLES_HINTS)
+
+
+def _container_lookup(node: cst.Subscript, path: Sequence[cst.CSTNode]) -> bool:
+    """`out["loss"]`, `out[f"layer_{i}"]`, or `out[k]` in `for k in out` / `out.keys()` /
+    `out.items()`: a lookup in a dict of results, not an array operation."""
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return False
+    index = node.slice[0].slice.value
+    if isinstance(index, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+        return True
+    if not isinstance(index, cst.Name):
+        return False
+    base = dotted_name(node.value)
+    if base is None:
+        return False
+    for ancestor in path:
+        loop_target, iterable = None, None
+        if isinstance(ancestor, cst.For):
+            loop_target, iterable = ancestor.target, ancestor.iter
+        elif isinstance(ancestor, cst.CompFor):
+            loop_target, iterable = ancestor.target, ancestor.iter
+        if loop_target is None or iterable is None:
+            continue
+        first = loop_target.elements[0].value if isinstance(loop_target, cst.Tuple) and loop_target.elements else loop_target
+        if not (isinstance(first, cst.Name) and first.value == index.value):
+            continue
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
+            if iterable.func.attr.value in ("keys", "items") and dotted_name(iterable.func.value) == base:
+                return True
+        elif dotted_name(iterable) == base:
+            return True
+    return False
+
+
+def _set(state: State, names: object, device: bool) -> State:
+    names = set(names)  # type: ignore[call-overload]
+    return state | names if device else state - names
+
+
+def _scope_index(path: tuple[cst.CSTNode, ...]) -> int:
+    """The index in `path` of the innermost function or class whose body holds the end of it
+    (-1: the module)."""
+    for index in range(len(path) - 1, -1, -1):
+        node = path[index]
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            if index + 1 < len(path) and path[index + 1] is node.body:
+                return index
+    return -1
+
+
+def _has_yield(expr: cst.CSTNode) -> bool:
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Yield):
+            return True
+        if isinstance(node, (cst.Lambda, *_COMPREHENSIONS)):
+            continue
+        stack.extend(iter_children(node))
+    return False
+
+
+def _match_names(pattern: cst.CSTNode) -> set[str]:
+    names: set[str] = set()
+    stack = [pattern]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.MatchAs) and node.name is not None:
+            names.add(node.name.value)
+        elif isinstance(node, cst.MatchStar) and node.name is not None:
+            names.add(node.name.value)
+        elif isinstance(node, cst.MatchMapping) and node.rest is not None:
+            names.add(node.rest.value)
+        stack.extend(iter_children(node))
+    return names
+
+
+def _expressions(root: cst.CSTNode, path: tuple[cst.CSTNode, ...]) -> Iterator[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]]:
+    """Every node under `root` (itself included) that runs when `root` runs, with its
+    ancestors: nested defs, classes and lambdas are not entered."""
+    stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(root, path)]
+    while stack:
+        node, ancestors = stack.pop()
+        yield node, ancestors
+        if node is not root and isinstance(node, _SCOPES):
+            continue
+        below = (*ancestors, node)
+        stack.extend((child, below) for child in reversed(list(iter_children(node))))
