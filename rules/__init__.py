@@ -7,6 +7,9 @@ from jaxlint._rule import Rule
 from .filter_jit_per_call import FilterJitPerCall as FilterJitPerCall
 from .jit_in_loop import JitInLoop as JitInLoop
 from .missing_jit import MissingJit as MissingJit
+from .growing_shape_loop import GrowingShapeLoop as GrowingShapeLoop
+from .host_copy_in_loop import HostCopyInLoop as HostCopyInLoop
+from .pad_final_batch import PadFinalBatch as PadFinalBatch
 from .tree_at_batch import TreeAtBatch as TreeAtBatch
 from .unsynced_timing import UnsyncedTiming as UnsyncedTiming
 
@@ -14,7 +17,9 @@ from .unsynced_timing import UnsyncedTiming as UnsyncedTiming
 ALL_RULES: tuple[type[Rule], ...] = (TreeAtBatch, UnsyncedTiming)
 ALL_RULES += (MissingJit, JitInLoop)
 ALL_RULES += (FilterJitPerCall,)
+ALL_RULES += (PadFinalBatch, HostCopyInLoop, GrowingShapeLoop)
 
 __all__ = ["ALL_RULES", "TreeAtBatch", "UnsyncedTiming"]
 __all__ += ["JitInLoop", "MissingJit"]
 __all__ += ["FilterJitPerCall"]
+__all__ += ["GrowingShapeLoop", "HostCopyInLoop", "PadFinalBatch"]

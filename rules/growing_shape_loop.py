@@ -1,0 +1,211 @@
+"""## What it does
+
+Finds an array that grows inside a loop and is passed to a jitted function in the same loop:
+`x = jnp.concatenate([x, t], axis=1)`, `jnp.append(x, t)`, `x = np.hstack([x, t])`, a list
+that gains an item per iteration (`tokens.append(t)` then `f(jnp.array(tokens))`), or a slice
+whose length follows the loop index (`f(ids[:, :i])`).
+
+## Why is this bad?
+
+A jitted function is compiled once per input shape. An input that is one token longer on
+every step is a new shape on every step, so the function is traced and compiled again each
+time, and the cache keeps every version. Seed report 003 measured a greedy decode loop at
+4.2 tokens/s that ran at 24.5 tokens/s once the shapes were compiled; on CPU, 24 decode steps
+compiled 24 times where a fixed-size buffer compiled once (1358 ms vs 58 ms,
+`../shared/research/jax-facts.md` §6).
+
+## Example
+
+```python
+@jax.jit
+def decode_step(params, tokens):
+    return tokens.astype(jnp.float32) @ params
+
+tokens = prompt
+for _ in range(max_new_tokens):
+    logits = decode_step(params, tokens)
+    next_token = jnp.argmax(logits[:, -1], axis=-1)
+    tokens = jnp.concatenate([tokens, next_token[:, None]], axis=1)
+```
+
+Use instead:
+
+```python
+@jax.jit
+def decode_step(params, tokens, pos):
+    return tokens.astype(jnp.float32) @ params  # a real model masks positions >= pos
+
+tokens = jnp.zeros((batch, max_len), jnp.int32)
+tokens = jax.lax.dynamic_update_slice(tokens, prompt, (0, 0))
+for pos in range(prompt_len, max_len):
+    logits = decode_step(params, tokens, pos)  # attends to positions < pos only
+    next_token = jnp.argmax(logits[:, pos - 1], axis=-1)
+    tokens = tokens.at[:, pos].set(next_token)
+```
+
+Pass the position as an array (or a traced int) so that it does not become a static
+argument; with variable lengths that cannot share one buffer, pad each to
+`jaxlint.runtime.bucket(n)` with `jaxlint.runtime.pad_to` so that only a few shapes compile.
+
+The rule stays silent when only a fixed-size part of the growing array is passed
+(`f(tokens[:, -1:])`, as KV-cache decoding does), when the array is padded before the call
+(a call whose name mentions `pad` or `bucket`), when the loop runs inside jitted code (it is
+unrolled at trace time), and for functions that are not jitted.
+
+## Fix safety
+
+No automatic fix: a fixed buffer changes what the function sees (padding positions it must
+mask, a position argument), which needs the function's cooperation.
+
+## Runtime helper
+
+`jaxlint.runtime.bucket(n, minimum=16, buckets=None)` and `jaxlint.runtime.pad_to(x, length,
+axis=-1)`: on CPU, 64 random lengths compiled 54 times at exact length and 5 times bucketed;
+`python bench/data_loops.py` compares growing, fixed-buffer and bucketed decode loops.
+
+## References
+
+- Flax's decoding cache (`decode=True`): fixed-size `cached_key`/`cached_value` updated with
+  `lax.dynamic_update_slice` at `cache_index`.
+- `../shared/research/jax-facts.md` §6 (padding and bucketing), §9.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from jaxlint._context import Loop
+from jaxlint._nodes import free_names, iter_subtree
+from jaxlint._rule import Rule
+from jaxlint._scope import target_names
+
+from ._shapes import loop_path as _loop_path, mentions_padding, varying_slice, whole_parts
+
+
+__all__ = ["GrowingShapeLoop"]
+
+# array functions (numpy or jax.numpy) that return their first argument made longer
+_GROWING_FUNCTIONS = frozenset(
+    {"concatenate", "append", "hstack", "vstack", "column_stack", "row_stack", "dstack", "concat"}
+)
+_ARRAY_MODULES = ("numpy.", "jax.numpy.")
+_LIST_GROWING_METHODS = frozenset({"append", "extend", "insert"})
+
+
+class GrowingShapeLoop(Rule):
+    CODE = "JL008"
+    SLUG = "growing-shape-loop"
+    MESSAGE = "an array that grows in a loop is passed to a jitted function: one compile per iteration"
+    TOKENS = ("jit",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        if not node.args:
+            return
+        consumer = ctx.device.consumer(node)
+        if consumer is None:
+            return
+        loops = [loop for loop in ctx.loops(node) if isinstance(loop, (cst.For, cst.While))]
+        if not loops or ctx.device.is_traced(ctx.ancestors):
+            return
+        callee = ctx.module.code_for_node(node.func)
+        for arg in node.args:
+            for loop in reversed(loops):
+                found = self._growth(arg.value, loop, node)
+                if found is not None:
+                    what, how = found
+                    self.report(
+                        node,
+                        f"`{what}` {how} and is passed to the jitted "
+                        f"`{_short(callee)}`: every new shape traces and compiles it again (one "
+                        "compile per iteration); write into a preallocated buffer with "
+                        "`.at[pos].set(...)` / `lax.dynamic_update_slice` and pass the position, "
+                        "or pad to a few lengths with `jaxlint.runtime.bucket` and `pad_to`",
+                    )
+                    return
+
+    def _growth(self, value: cst.BaseExpression, loop: Loop, call: cst.Call) -> tuple[str, str] | None:
+        """(what grows, how) when `value` passes a growing array or slice to the call."""
+        ctx = self.ctx
+        for part in whole_parts(value, ctx):
+            sliced = varying_slice(part, loop)
+            if sliced is not None:
+                return ctx.module.code_for_node(sliced), "changes length with the loop index"
+            if not isinstance(part, cst.Name):
+                continue
+            if not _carried_over(part.value, loop):
+                continue
+            how = self._grows(part.value, loop)
+            if how is not None and not mentions_padding(loop, part.value):
+                return part.value, how
+        return None
+
+    def _grows(self, name: str, loop: Loop) -> str | None:
+        """How the loop makes `name` longer, if it does."""
+        ctx = self.ctx
+        path = _loop_path(ctx, loop)
+        for node in iter_subtree(loop.body, into_scopes=False):
+            if isinstance(node, cst.Assign) and any(name in target_names(t.target) for t in node.targets):
+                how = self._growing_value(node.value, name, path)
+                if how is not None:
+                    return how
+                if isinstance(node.value, cst.Subscript) and varying_slice(node.value, loop):
+                    return "changes length with the loop index"
+            elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name) and node.target.value == name:
+                if isinstance(node.operator, cst.AddAssign) and isinstance(node.value, (cst.List, cst.Tuple)):
+                    return "gains items on every iteration"
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                if (
+                    node.func.attr.value in _LIST_GROWING_METHODS
+                    and isinstance(node.func.value, cst.Name)
+                    and node.func.value.value == name
+                ):
+                    return f"gains an item on every iteration (`{name}.{node.func.attr.value}`)"
+        return None
+
+    def _growing_value(self, value: cst.BaseExpression, name: str, path: list[cst.CSTNode]) -> str | None:
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+            if isinstance(value.left, cst.Name) and value.left.value == name and isinstance(value.right, (cst.List, cst.Tuple)):
+                return "gains items on every iteration"
+            return None
+        if not isinstance(value, cst.Call) or not value.args:
+            return None
+        qualified = self.ctx.resolve(value.func, path, anchor=value)
+        if qualified is None or not qualified.startswith(_ARRAY_MODULES):
+            return None
+        function = qualified.rsplit(".", 1)[-1]
+        if function not in _GROWING_FUNCTIONS:
+            return None
+        first = value.args[0].value
+        if function == "append":
+            grows = isinstance(first, cst.Name) and first.value == name
+        else:
+            grows = isinstance(first, (cst.List, cst.Tuple)) and any(
+                isinstance(e, cst.Element) and name in free_names(e.value) and _is_name(e.value, name)
+                for e in first.elements
+            )
+        prefix = "jnp" if qualified.startswith("jax.") else "np"
+        return f"grows by `{prefix}.{function}` on every iteration" if grows else None
+
+
+def _carried_over(name: str, loop: Loop) -> bool:
+    """Whether `name` keeps its value from one iteration to the next: it is not the loop's
+    target, and the body never assigns it anything but a value computed from itself."""
+    if isinstance(loop, cst.For) and name in target_names(loop.target):
+        return False
+    for node in iter_subtree(loop.body, into_scopes=False):
+        if isinstance(node, cst.Assign) and any(name in target_names(t.target) for t in node.targets):
+            if name not in free_names(node.value):
+                return False
+        elif isinstance(node, (cst.For, cst.CompFor)) and name in target_names(node.target):
+            return False
+    return True
+
+
+def _is_name(expr: cst.BaseExpression, name: str) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == name
+
+
+def _short(text: str, limit: int = 40) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

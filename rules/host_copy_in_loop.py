@@ -1,0 +1,810 @@
+"""## What it does
+
+Finds a device value copied to the host on every iteration of a loop that also sends work to
+the device: `np.array(x)`, `np.asarray(x)`, `x.item()`, `float(x)`, `int(x)`, `x.tolist()`,
+`jax.device_get(x)`, or `print(x)` / an f-string of `x`, where `x` was just computed on the
+device (by a jitted function, a `jnp` op, a `model.apply`, or by indexing such a result).
+
+## Why is this bad?
+
+JAX dispatches device work asynchronously: a jitted call returns at once and the device works
+while Python moves on. A host copy waits until the value is computed, then copies it, so a
+copy inside the loop stops the loop on every iteration: the device idles while Python copies,
+and Python idles while the device computes; the copies themselves go one at a time. Seed
+report 001 found such a loop (`np.array(activations[layer][i])` per sample and layer)
+dominating an extraction job. Collecting on the device and copying once after the loop lets
+the device run ahead and the copies overlap: on CPU, `jax.device_get` of 128 arrays at once
+was 1.9-2.1x faster than 128 `np.array` calls (`../shared/research/runtime-baseline.md` §7);
+run `python bench/data_loops.py` for this machine.
+
+## Example
+
+```python
+@jax.jit
+def step(params, batch):
+    return jnp.tanh(batch @ params)
+
+outputs = []
+for batch in batches:
+    out = step(params, batch)
+    outputs.append(np.asarray(out))
+```
+
+Use instead:
+
+```python
+@jax.jit
+def step(params, batch):
+    return jnp.tanh(batch @ params)
+
+outputs = []
+for batch in batches:
+    out = step(params, batch)
+    outputs.append(out)
+outputs[:] = jaxlint.runtime.to_host(outputs)
+```
+
+The rule stays silent for copies after the loop, under a guard that depends on the
+iteration (`if step % 100 == 0:`), in a condition that decides what the loop does next
+(`if float(loss) < best:`, `while float(err) > tol:`), of values computed before the loop
+(after the first copy jax keeps the host copy), of NumPy values, in loops that send no work
+to the device, and inside jitted or otherwise traced code.
+
+## Fix safety
+
+The fix is offered when the copied values are only collected: the copy is the argument of
+`results.append(...)`, `results` starts as `[]` before the loop and the loop reads it nowhere
+else, or the copy is the element of a list comprehension. The device values are appended
+instead, and one `jaxlint.runtime.to_host` after the loop copies them all (`copy=True` for
+`np.array`, which returns writable copies; `.item()`, `float()`, `int()`, `.tolist()` are
+applied to the host arrays afterwards, so the list holds the same Python values). The list
+keeps its identity (`results[:] = ...`). The fix is **unsafe**: every collected value stays
+in device memory until the loop ends, which can exhaust an accelerator's memory when the
+results are large (stream them with `jaxlint.runtime.prefetch_to_host` instead); while the
+loop runs, the list holds device arrays; and an exception in the loop leaves the collected
+values unconverted. There is no fix when the loop can `return`, `yield`, or donate the
+buffers it collects, or for `print`, f-strings, `str()` and `repr()`.
+
+## Runtime helper
+
+`jaxlint.runtime.to_host(tree, copy=False)` starts every copy, then waits once;
+`jaxlint.runtime.prefetch_to_host(iterable, size=2)` streams results to the host with
+copies started ahead, for loops that must hand each result on as they go.
+
+## References
+
+- JAX, asynchronous dispatch: https://docs.jax.dev/en/latest/async_dispatch.html
+- `../shared/research/jax-facts.md` §4-5 (which conversions block), §9 (async dispatch).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from jaxlint._context import Loop
+from jaxlint._device import HostCopy
+from jaxlint._jaxapi import FILTER_JIT
+from jaxlint._nodes import free_names, iter_subtree, reads_name
+from jaxlint._scope import target_names
+
+from ._shapes import counters, loop_path as _loop_path
+from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
+
+
+__all__ = ["HostCopyInLoop"]
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+# Copy kind -> the conversion applied to each host array after the loop (None: `to_host` alone).
+_AFTER = {
+    "np.asarray": None,
+    "np.asanyarray": None,
+    "jax.device_get": None,
+    "np.array": "copy",
+    "np.copy": "copy",
+    "np.ascontiguousarray": "copy",
+    ".item()": "{}.item()",
+    ".tolist()": "{}.tolist()",
+    "float()": "float({})",
+    "int()": "int({})",
+    "bool()": "bool({})",
+    "complex()": "complex({})",
+}
+
+
+class HostCopyInLoop(Rule):
+    CODE = "JL005"
+    SLUG = "host-copy-in-loop"
+    MESSAGE = "a device value is copied to the host on every loop iteration"
+    FIX = Applicability.UNSAFE
+    TOKENS = ("jax", "jnp", "flax", "equinox", "haiku")
+
+    def __init__(self, ctx, options=None) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx, options)
+        self._must_wait: dict[int, bool] = {}
+
+    def visit_Call(self, node: cst.Call) -> None:
+        device = self.ctx.device
+        copy = device.host_copy(node)
+        if copy is None:
+            return
+        values = [a.value for a in node.args if a.keyword is None and not a.star] if copy.kind == "print()" else [copy.value]
+        display = copy.kind in _DISPLAY
+        if not display and (self._needed(node) or _discarded(self.ctx.ancestors, node)):
+            return
+        for value in values:
+            if isinstance(value, cst.FormattedString):
+                continue  # its expressions are checked as f-strings
+            loop = self._repeating_loop(node, value, display=display)
+            if loop is not None:
+                self._report(node, copy, value, loop)
+                return
+
+    def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
+        loop = self._repeating_loop(node, node.expression, display=True)
+        if loop is not None:
+            text = self.ctx.module.code_for_node(node.expression)
+            self.report(node, f"formatting `{_short(text)}` in an f-string {_DISPLAY_ADVICE}")
+
+    # -- when it is a finding -----------------------------------------------------------------
+
+    def _needed(self, node: cst.Call) -> bool:
+        """The host value is needed right away as a Python value: an index or slice bound
+        (`x[: n.item()]`), a static argument of a JAX op (a shape), `range(...)`, or an
+        assertion (`self.assertEqual(..., x.item())`)."""
+        path = self.ctx.path_to(node)
+        for parent, child in zip(reversed(path[:-1]), reversed(path)):
+            if isinstance(parent, (cst.SubscriptElement, cst.Assert)):
+                return True
+            if isinstance(parent, cst.Call) and child is not parent.func:
+                if _is_assertion(parent.func):
+                    return True
+                if isinstance(parent.func, cst.Name) and parent.func.value == "range":
+                    return True
+                if self.ctx.device._compiled_call(parent, tuple(path[: path.index(parent)])) or _is_array_op(self.ctx, parent, path):
+                    return True
+            if isinstance(parent, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                break
+        statement = self.ctx.statement(node)
+        loop = next(iter(reversed(self.ctx.loops(node))), None)
+        if loop is None or not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        for small in statement.body:
+            if isinstance(small, cst.Assign) and any(n is small for n in path):
+                names = {n for t in small.targets if isinstance(t.target, (cst.Name, cst.Tuple)) for n in target_names(t.target)}
+                if any(_used_statically(self.ctx, loop, name, statement) for name in names):
+                    return True
+        return False
+
+    def _repeating_loop(self, node: cst.CSTNode, value: cst.BaseExpression, *, display: bool = False) -> Loop | None:
+        """The innermost loop that runs `node` on every iteration, sends device work, and
+        produces `value` afresh each time; None when there is none, or `node` is excused.
+        For `display` (print, f-strings), the loop must run compiled or model code."""
+        ctx = self.ctx
+        loops = ctx.loops(node)
+        if not loops:
+            return None
+        path = ctx.path_to(node)
+        value_path = _path_to(path, value)
+        if value_path is None or not ctx.device.holds(value, value_path):
+            return None
+        if ctx.device.is_traced(ctx.ancestors) or _periodic_guard(path, loops[0]):
+            return None
+        for loop in reversed(loops):
+            if _per_epoch(loop):
+                return None
+            if self._excused(node, loop, path):
+                return None
+            loop_path = path[: _index(path, loop)]
+            if _few_iterations(loop):
+                return None
+            inner = loops[loops.index(loop) + 1 :]
+            if _fresh(ctx, value, value_path, loop, inner) and ctx.device.loop_dispatches(loop, loop_path, calls_only=display):
+                if self._waits_anyway(loop, loop_path) or self._per_outer_iteration(loop, loop_path, path):
+                    return None
+                return loop
+        return None
+
+    def _per_outer_iteration(self, loop: Loop, loop_path: list[cst.CSTNode], path: list[cst.CSTNode]) -> bool:
+        """`loop` runs an inner loop that does the device work (an epoch loop around a batch
+        loop) and `node` is outside it: one copy per epoch is not the bottleneck."""
+        inside = {id(n) for n in path}
+        for node, node_path in _walk_with_paths(loop, loop_path):
+            if node is loop or not isinstance(node, (cst.For, cst.While)) or id(node) in inside:
+                continue
+            if self.ctx.device.loop_dispatches(node, node_path):
+                return True
+        return False
+
+    def _waits_anyway(self, loop: Loop, loop_path: list[cst.CSTNode]) -> bool:
+        """Whether the loop waits for the device on every iteration regardless, so other
+        copies in it cost a copy, not a stall: it tests a fresh device value to decide what
+        to do (`if float(loss) < tol: break`, `while not done:`), or it calls an
+        `eqx.filter_jit` function, which blocks until its results are ready."""
+        cached = self._must_wait.get(id(loop))
+        if cached is not None:
+            return cached
+        self._must_wait[id(loop)] = False
+        device = self.ctx.device
+        found = False
+        if isinstance(loop, cst.While) and _converts(self.ctx, loop.test, [*loop_path, loop], loop):
+            found = True
+        for node, path in _walk_with_paths(loop, loop_path) if not found else ():
+            full = [*path, node]
+            if isinstance(node, cst.Call):
+                consumer = device.consumer(node, path)
+                if consumer is not None and consumer.api in FILTER_JIT and not self._guarded(full, loop):
+                    found = True
+                    break
+                copy = device.host_copy(node, path)
+                if copy is None or copy.kind == "print()":
+                    continue
+                value_path = _path_to(full, copy.value)
+                if value_path is None or not device.holds(copy.value, value_path):
+                    continue
+                inner = full[_index(full, loop):]
+                if any(
+                    isinstance(p, (cst.If, cst.While)) and c is p.test for p, c in zip(inner, inner[1:])
+                ) and not self._guarded(full, loop) and _fresh(self.ctx, copy.value, value_path, loop):
+                    found = True
+                    break
+            elif isinstance(node, cst.If) and node is not loop and not self._guarded(full, loop):
+                if _converts(self.ctx, node.test, full, loop):
+                    found = True
+                    break
+        self._must_wait[id(loop)] = found
+        return found
+
+    def _guarded(self, path: list[cst.CSTNode], loop: Loop) -> bool:
+        """Whether the end of `path` runs only on some iterations of `loop`."""
+        start = _index(path, loop)
+        for parent, child in zip(path[start + 1 :], path[start + 2 :]):
+            if isinstance(parent, cst.If) and child is not parent.test:
+                if _sometimes(parent.test, loop):
+                    return True
+            if isinstance(parent, cst.ExceptHandler):
+                return True
+        return False
+
+    def _excused(self, node: cst.CSTNode, loop: Loop, path: list[cst.CSTNode]) -> bool:
+        """Not on every iteration (a guard that depends on the iteration, an `except`), or a
+        copy the loop needs to decide what to do next."""
+        start = _index(path, loop)
+        for index in range(start + 1, len(path) - 1):
+            parent, child = path[index], path[index + 1]
+            if isinstance(parent, (cst.If, cst.While)) and child is parent.test:
+                return True  # decides control flow: the loop needs the host value now
+            if isinstance(parent, cst.IfExp) and child is parent.test:
+                return True
+            if isinstance(parent, cst.If) and child is not parent.test:
+                if _sometimes(parent.test, loop):
+                    return True
+            if isinstance(parent, (cst.ExceptHandler, cst.Assert)):
+                return True
+        if isinstance(loop, cst.While) and any(n is loop.test for n in path):
+            return True
+        # `x = float(v)` whose name the loop then tests (`if x < best`, `while x > tol`), or
+        # that the next iteration starts from (`prompt += decode(x)`): the loop needs it.
+        statement = self.ctx.statement(node)
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, (cst.Assign, cst.AugAssign)) and any(n is small for n in path):
+                    targets = small.targets if isinstance(small, cst.Assign) else [small]
+                    names = {n for t in targets for n in target_names(t.target)}
+                    if any(_tested(loop, name) for name in names) or _carried(loop, statement, names):
+                        return True
+        return False
+
+    # -- the finding and its fix --------------------------------------------------------------
+
+    def _report(self, node: cst.Call, copy: HostCopy, value: cst.BaseExpression, loop: Loop) -> None:
+        text = _short(self.ctx.module.code_for_node(value))
+        if copy.kind.startswith("."):
+            spelled = f"{text}{copy.kind}"
+        else:
+            spelled = f"{copy.kind.removesuffix('()')}({text})"
+        if copy.kind in _DISPLAY:
+            self.report(node, f"`{spelled}` {_DISPLAY_ADVICE}")
+            return
+        where = "of the comprehension" if isinstance(loop, _COMPREHENSIONS) else "of the loop"
+        sliced = _slice_of_earlier_result(self.ctx, value, loop)
+        iterated = _iterated_device_array(self.ctx, value, loop)
+        if iterated is not None:
+            advice = (
+                f"each item of `{iterated}` is sliced on the device first; convert `{iterated}` "
+                "to NumPy once before the loop and iterate the host copy"
+            )
+            sliced = iterated
+        elif sliced is not None:
+            advice = (
+                f"copy `{sliced}` to the host once before the loop "
+                f"(`{sliced}_host = jaxlint.runtime.to_host({sliced})`) and index the NumPy copy"
+            )
+        else:
+            advice = "keep the values on the device and copy them once after the loop (`jaxlint.runtime.to_host`)"
+        self.report(
+            node,
+            f"`{spelled}` waits for the device and copies to the host on every iteration {where}, "
+            f"while the loop also dispatches device work; {advice}",
+            fix=self._fix(node, copy, loop) if copy.kind in _AFTER and sliced is None else None,
+        )
+
+    def _fix(self, node: cst.Call, copy: HostCopy, loop: Loop) -> Fix | None:
+        if not _plain_copy(node, copy) or _to_host_taken(self.ctx):
+            return None
+        parent = self.ctx.ancestors[-1] if self.ctx.ancestors else None
+        if isinstance(loop, cst.ListComp) and parent is loop and loop.elt is node:
+            return self._comprehension_fix(node, copy, loop)
+        return self._append_fix(node, copy)
+
+    def _comprehension_fix(self, node: cst.Call, copy: HostCopy, comp: cst.ListComp) -> Fix | None:
+        after = _AFTER[copy.kind]
+        if after is not None and after != "copy":
+            return None
+        template = cst.parse_expression("to_host(_, copy=True)" if after == "copy" else "to_host(_)")
+        assert isinstance(template, cst.Call)
+        inner = comp.with_changes(elt=copy.value, lpar=[], rpar=[])
+        call = template.with_changes(args=[template.args[0].with_changes(value=inner), *template.args[1:]])
+        return Fix(
+            Applicability.UNSAFE,
+            (Edit(comp, replacement=call.with_changes(lpar=comp.lpar, rpar=comp.rpar)),),
+            "Build the list on the device and copy it once with `to_host`",
+            imports=(ImportSpec("jaxlint.runtime", "to_host"),),
+        )
+
+    def _append_fix(self, node: cst.Call, copy: HostCopy) -> Fix | None:
+        ctx = self.ctx
+        path = ctx.ancestors
+        # `results.append(<copy>)` as a statement line of its own.
+        if len(path) < 4:
+            return None
+        arg, call, expr, line = path[-1], path[-2], path[-3], path[-4]
+        if not (
+            isinstance(arg, cst.Arg)
+            and isinstance(call, cst.Call)
+            and len(call.args) == 1
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "append"
+            and isinstance(call.func.value, cst.Name)
+            and isinstance(expr, cst.Expr)
+            and isinstance(line, cst.SimpleStatementLine)
+            and len(line.body) == 1
+        ):
+            return None
+        results = call.func.value.value
+        found = _collecting_loop(ctx, path, results, line)
+        if found is None:
+            return None
+        outer, block_path = found
+        if ctx.source.find("donate") >= 0 and _donated(outer, copy.value):
+            return None
+        after = _AFTER[copy.kind]
+        host = f"to_host({results}, copy=True)" if after == "copy" else f"to_host({results})"
+        if after is not None and after != "copy":
+            host = f"[{after.format('v')} for v in {host}]"
+        statement = cst.parse_statement(f"{results}[:] = {host}\n")
+        return Fix(
+            Applicability.UNSAFE,
+            (
+                Edit(node, replacement=copy.value.with_changes(lpar=[], rpar=[]) if _bare(copy.value) else copy.value),
+                Edit(outer, after=(statement,)),
+            ),
+            f"Collect the device values in `{results}` and copy them once with `to_host` after the loop",
+            imports=(ImportSpec("jaxlint.runtime", "to_host"),),
+        )
+
+
+def _collecting_loop(
+    ctx, path: list[cst.CSTNode], results: str, line: cst.CSTNode  # type: ignore[no-untyped-def]
+) -> tuple[cst.CSTNode, list[cst.CSTNode]] | None:
+    """The outermost loop around `line` that sits in the block where `results = []` was
+    last set before it, when the loop uses `results` only in `line`."""
+    for index, node in enumerate(path):
+        if not isinstance(node, (cst.For, cst.While)) or index == 0:
+            continue
+        block = path[index - 1]
+        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+            continue
+        body = list(block.body)
+        position = next((i for i, s in enumerate(body) if s is node), None)
+        if position is None:
+            continue
+        creation = None
+        for earlier in range(position - 1, -1, -1):
+            statement = body[earlier]
+            if _creates_empty_list(statement, results):
+                creation = earlier
+                break
+            if reads_name(statement, results):
+                return None
+        if creation is None:
+            continue
+        if isinstance(node, cst.For) and reads_name(node.iter, results):
+            return None
+        if reads_name(node, results, skip=line):
+            return None
+        if any(isinstance(n, (cst.Return, cst.Yield)) for n in iter_subtree(node, into_scopes=False)):
+            return None
+        if node.orelse is not None:
+            return None
+        return node, path[:index]
+    return None
+
+
+def _creates_empty_list(statement: cst.CSTNode, name: str) -> bool:
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return False
+    small = statement.body[0]
+    if isinstance(small, cst.AnnAssign):
+        target, value = small.target, small.value
+    elif isinstance(small, cst.Assign) and len(small.targets) == 1:
+        target, value = small.targets[0].target, small.value
+    else:
+        return False
+    if not (isinstance(target, cst.Name) and target.value == name):
+        return False
+    if isinstance(value, cst.List) and not value.elements:
+        return True
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Name)
+        and value.func.value == "list"
+        and not value.args
+    )
+
+
+def _donated(loop: cst.CSTNode, value: cst.BaseExpression) -> bool:
+    """Whether a name the collected value reads is passed to a call in the loop (a jitted
+    call that donates its arguments would delete the collected buffer)."""
+    names = free_names(value)
+    for node in iter_subtree(loop, into_scopes=False):
+        if isinstance(node, cst.Call) and any(free_names(a.value) & names for a in node.args):
+            if node is not value and not any(n is node for n in iter_subtree(value)):
+                return True
+    return False
+
+
+def _plain_copy(node: cst.Call, copy: HostCopy) -> bool:
+    """One positional argument (no `dtype=`, `copy=`...) or a method call without arguments."""
+    if copy.kind.startswith("."):
+        return not node.args
+    return len(node.args) == 1 and node.args[0].keyword is None and not node.args[0].star
+
+
+def _bare(expr: cst.BaseExpression) -> bool:
+    return bool(getattr(expr, "lpar", None))
+
+
+def _to_host_taken(ctx) -> bool:  # type: ignore[no-untyped-def]
+    """`to_host` already means something at module level other than jaxlint's helper."""
+    if "to_host" not in ctx.source:
+        return False
+    resolved = ctx.resolve(cst.Name("to_host"), [], anchor=ctx.module)
+    if resolved is not None:
+        return resolved != "jaxlint.runtime.to_host"
+    for statement in ctx.module.body:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.name.value == "to_host":
+            return True
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, (cst.Assign, cst.AnnAssign, cst.Import, cst.ImportFrom)):
+                    if "to_host" in {n.value for n in iter_subtree(small) if isinstance(n, cst.Name)}:
+                        return True
+    return False
+
+
+_DISPLAY = frozenset({"print()", "str()", "repr()", "format()"})
+_DISPLAY_ADVICE = (
+    "waits for the device and copies to the host on every iteration of a loop that runs "
+    "compiled device work, so the device idles while Python prints; log every N steps, or "
+    "log the previous step's values after dispatching the next step"
+)
+
+
+def _iterated_device_array(ctx, value: cst.BaseExpression, loop: Loop) -> str | None:  # type: ignore[no-untyped-def]
+    """`quantiles` for `float(q)` in `for q in quantiles` (or a comprehension over it), when
+    `quantiles` is a device array computed before the loop."""
+    if isinstance(loop, cst.For):
+        target, iterable = loop.target, loop.iter
+    elif isinstance(loop, _COMPREHENSIONS):
+        target, iterable = loop.for_in.target, loop.for_in.iter
+    else:
+        return None
+    if not isinstance(iterable, cst.Name) or not isinstance(target, cst.Name):
+        return None
+    if target.value not in free_names(value):
+        return None
+    path = [*_loop_path(ctx, loop), loop]
+    holds = ctx.device.holds(iterable, [*path, loop.for_in] if isinstance(loop, _COMPREHENSIONS) else path)
+    return iterable.value if holds else None
+
+
+def _slice_of_earlier_result(ctx, value: cst.BaseExpression, loop: Loop) -> str | None:  # type: ignore[no-untyped-def]
+    """`acts` for `acts[layer][i]` when `acts` was computed before the loop: the loop only
+    slices a finished device result, which is better copied once, whole."""
+    if isinstance(value, cst.Name) and isinstance(loop, (cst.For, cst.While)):
+        # `layer_act = acts[key][i]` then `np.array(layer_act)`
+        assigned = [
+            n.value
+            for n in iter_subtree(loop.body, into_scopes=False)
+            if isinstance(n, cst.Assign) and any(value.value in target_names(t.target) for t in n.targets)
+        ]
+        if len(assigned) == 1 and isinstance(assigned[0], cst.Subscript):
+            value = assigned[0]
+    base = value
+    while isinstance(base, cst.Subscript):
+        base = base.value
+    if base is value or not isinstance(base, cst.Name):
+        return None
+    if base.value in ctx.loop_bindings(loop):
+        return None
+    return base.value
+
+
+def _discarded(ancestors: list[cst.CSTNode], node: cst.Call) -> bool:
+    """`jax.device_get(f(x))` as a statement of its own: a deliberate wait, not a copy."""
+    return bool(ancestors) and isinstance(ancestors[-1], cst.Expr) and ancestors[-1].value is node
+
+
+def _periodic_guard(path: list[cst.CSTNode], outermost: Loop) -> bool:
+    """`if step % 100 == 0:` (or an `else` of it) between the outermost loop and the node."""
+    start = _index(path, outermost)
+    for parent, child in zip(path[start:], path[start + 1 :]):
+        if isinstance(parent, cst.If) and child is not parent.test and _is_periodic(parent.test):
+            return True
+    return False
+
+
+def _per_epoch(loop: Loop) -> bool:
+    """`for epoch in range(num_epochs):`: the work of an iteration is a whole epoch."""
+    if not isinstance(loop, cst.For):
+        return False
+    names = free_names(loop.target) | free_names(loop.iter)
+    return any("epoch" in name.lower() for name in names)
+
+
+def _converts(ctx, test: cst.BaseExpression, path: list[cst.CSTNode], loop: Loop) -> bool:  # type: ignore[no-untyped-def]
+    """`if done:`, `while not done:`, `if loss > best:`: Python takes the truth value of a
+    fresh device value, which waits for it."""
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    parts = [test.left, *(c.comparator for c in test.comparisons)] if isinstance(test, cst.Comparison) else [test]
+    if isinstance(test, cst.BooleanOperation):
+        parts = [test.left, test.right]
+    for part in parts:
+        part_path = _path_to([*path, test], part) if part is not test else path
+        if part_path is None:
+            continue
+        if isinstance(part, (cst.Name, cst.Attribute, cst.Subscript)) and ctx.device.holds(part, part_path):
+            if _fresh(ctx, part, part_path, loop):
+                return True
+        if isinstance(part, cst.Name) and isinstance(loop, cst.While) and _assigned_device(ctx, loop, part.value):
+            return True  # `while not done:` with `done = loss < tol` in the body
+    return False
+
+
+def _assigned_device(ctx, loop: cst.While, name: str) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the loop body assigns `name` a device value."""
+    loop_path = _loop_path(ctx, loop)
+    for node, path in _walk_with_paths(loop.body, [*loop_path, loop]):
+        if isinstance(node, cst.Assign) and any(name in target_names(t.target) for t in node.targets):
+            value_path = _path_to([*path, node], node.value)
+            if value_path is not None and ctx.device.holds(node.value, value_path):
+                return True
+    return False
+
+
+def _few_iterations(loop: Loop) -> bool:
+    """A loop over a literal sequence or `range(n)` with a literal n below 10."""
+    if not isinstance(loop, cst.For):
+        return False
+    source = loop.iter
+    if isinstance(source, (cst.Tuple, cst.List, cst.Set)):
+        return True
+    if isinstance(source, cst.Call) and isinstance(source.func, cst.Name) and source.func.value == "range":
+        args = [a.value for a in source.args]
+        if len(args) == 1 and isinstance(args[0], cst.Integer):
+            return int(args[0].evaluated_value) < 10
+        if len(args) == 2 and all(isinstance(a, cst.Integer) for a in args):
+            return int(args[1].evaluated_value) - int(args[0].evaluated_value) < 10  # type: ignore[attr-defined]
+    return False
+
+
+def _is_assertion(func: cst.BaseExpression) -> bool:
+    last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    return last.startswith(("assert", "assert_")) or last in ("check", "expect")
+
+
+def _is_array_op(ctx, call: cst.Call, path: list[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]
+    from jaxlint._jaxapi import is_array_op
+
+    name = ctx.resolve(call.func, path[: path.index(call)], anchor=call)
+    return name is not None and is_array_op(name)
+
+
+def _used_statically(ctx, loop: Loop, name: str, assignment: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the loop uses `name` where a Python value is needed: an index or slice,
+    `range(...)`, or an argument of a JAX op or jitted call (a shape, a static argument)."""
+    for node, path in _walk_with_paths(loop, []):
+        if node is assignment:
+            continue
+        if isinstance(node, cst.SubscriptElement) and reads_name(node, name):
+            return True
+        if isinstance(node, cst.Call) and any(reads_name(a.value, name) for a in node.args):
+            func = node.func
+            if isinstance(func, cst.Name) and func.value == "range":
+                return True
+            if any(n is assignment for n in path):
+                continue
+            if _is_assertion(func):
+                return True
+            if ctx.resolve(func, path, anchor=node) is not None and _is_array_op(ctx, node, [*path, node]):
+                return True
+    return False
+
+
+_GROWING_METHODS = frozenset({"append", "extend", "add", "update", "insert", "appendleft"})
+
+
+def _carried(loop: Loop, statement: cst.CSTNode, names: set[str]) -> bool:
+    """Whether values computed from `names` (assigned by `statement`) are read by the loop
+    before `statement` runs again: in its `while` test, or earlier in its body. The host
+    value then feeds the next iteration (a prompt re-tokenised from decoded text)."""
+    if not isinstance(loop, (cst.For, cst.While)):
+        return False
+    smalls: list[cst.CSTNode] = [
+        n for n in iter_subtree(loop.body, into_scopes=False) if isinstance(n, cst.BaseSmallStatement)
+    ]
+    derived = set(names)
+    for _ in range(2):
+        for small in smalls:
+            if isinstance(small, cst.Assign) and free_names(small.value) & derived:
+                derived |= {n for t in small.targets for n in free_names(t.target)}
+            elif isinstance(small, (cst.AugAssign, cst.AnnAssign)) and small.value is not None:
+                if free_names(small.value) & derived:
+                    derived |= free_names(small.target)
+            elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                func = small.value.func
+                if (
+                    isinstance(func, cst.Attribute)
+                    and func.attr.value in _GROWING_METHODS
+                    and isinstance(func.value, cst.Name)
+                    and any(free_names(a.value) & derived for a in small.value.args)
+                ):
+                    derived.add(func.value.value)
+    if isinstance(loop, cst.While) and free_names(loop.test) & derived:
+        return True
+    rebound = set(target_names(loop.target)) if isinstance(loop, cst.For) else set()
+    for small in smalls:
+        if any(small is n for n in statement.body):  # type: ignore[attr-defined]
+            return False
+        reads = _reads(small) - rebound
+        if reads & derived and not (isinstance(small, cst.Expr) and _only_grows(small, derived)):
+            return True
+        rebound |= _binds(small)
+    return False
+
+
+def _reads(small: cst.CSTNode) -> set[str]:
+    """Names a small statement reads (not the names it only assigns)."""
+    if isinstance(small, cst.Assign):
+        names = free_names(small.value)
+        for t in small.targets:
+            if not isinstance(t.target, (cst.Name, cst.Tuple, cst.List)):
+                names |= free_names(t.target)
+        return names
+    if isinstance(small, cst.AnnAssign):
+        return free_names(small.value) if small.value is not None else set()
+    return free_names(small)
+
+
+def _binds(small: cst.CSTNode) -> set[str]:
+    if isinstance(small, cst.Assign):
+        return {n for t in small.targets for n in target_names(t.target)}
+    if isinstance(small, cst.AnnAssign) and small.value is not None:
+        return set(target_names(small.target))
+    return set()
+
+
+def _only_grows(small: cst.Expr, derived: set[str]) -> bool:
+    """`results.append(...)`: adding to a collection is not reading it."""
+    call = small.value
+    return (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value in _GROWING_METHODS
+        and not any(free_names(a.value) & derived for a in call.args)
+    )
+
+
+def _tested(loop: Loop, name: str) -> bool:
+    """Whether the loop decides something on `name`: its `while` test, or an `if` test."""
+    if isinstance(loop, cst.While) and reads_name(loop.test, name):
+        return True
+    for node in iter_subtree(loop, into_scopes=False):
+        if isinstance(node, cst.If) and reads_name(node.test, name):
+            return True
+        if isinstance(node, cst.IfExp) and reads_name(node.test, name):
+            return True
+    return False
+
+
+def _sometimes(test: cst.BaseExpression, loop: Loop) -> bool:
+    """A guard that holds on some iterations only: periodic (`step % 100 == 0`) or a
+    comparison of the loop's counter (`if i == last:`, `if step >= warmup:`). Presence checks
+    (`if key in acts:`, `if x is not None:`) and flags (`if verbose:`) hold on every iteration."""
+    if _is_periodic(test):
+        return True
+    steps = counters(loop)
+    for node in iter_subtree(test):
+        if isinstance(node, cst.Comparison) and free_names(node) & steps:
+            if all(
+                isinstance(c.operator, (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqual,
+                                        cst.GreaterThan, cst.GreaterThanEqual))
+                for c in node.comparisons
+            ):
+                return True
+    return False
+
+
+def _is_periodic(test: cst.BaseExpression) -> bool:
+    """`step % 100 == 0` and the like."""
+    return any(
+        isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
+        for n in iter_subtree(test)
+    )
+
+
+def _fresh(ctx, value: cst.BaseExpression, value_path: list[cst.CSTNode], loop: Loop, inner: list[Loop] = ()) -> bool:  # type: ignore[no-untyped-def,assignment]
+    """Whether `value` is computed anew on each iteration of `loop`: it reads a name the
+    loop binds (not one that a comprehension inside it binds anew), or it contains device
+    work itself."""
+    shadowed: set[str] = set()
+    for comp in inner:
+        if isinstance(comp, _COMPREHENSIONS):
+            shadowed |= ctx.loop_bindings(comp)
+    if (free_names(value) - shadowed) & ctx.loop_bindings(loop):
+        return True
+    for node in iter_subtree(value, into_scopes=False):
+        if isinstance(node, cst.Call):
+            sub_path = _path_to([*value_path, value], node)
+            if sub_path is not None and ctx.device.dispatches_here(node, sub_path):
+                return True
+    return False
+
+
+def _path_to(ancestors: list[cst.CSTNode], target: cst.CSTNode) -> list[cst.CSTNode] | None:
+    """The ancestors of `target`, found below the last node of `ancestors`."""
+    root = ancestors[-1]
+    stack: list[tuple[cst.CSTNode, list[cst.CSTNode]]] = [(root, list(ancestors[:-1]))]
+    from jaxlint._walk import iter_children
+
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        below = [*path, node]
+        stack.extend((child, below) for child in iter_children(node))
+    return None
+
+
+def _walk_with_paths(root: cst.CSTNode, path: list[cst.CSTNode]):  # type: ignore[no-untyped-def]
+    """Every node under `root` with its ancestors, not entering nested scopes."""
+    from jaxlint._walk import iter_children
+
+    stack: list[tuple[cst.CSTNode, list[cst.CSTNode]]] = [(root, path)]
+    while stack:
+        node, ancestors = stack.pop()
+        yield node, ancestors
+        if node is not root and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        below = [*ancestors, node]
+        stack.extend((child, below) for child in iter_children(node))
+
+
+def _index(path: list[cst.CSTNode], node: cst.CSTNode) -> int:
+    return next(i for i, n in enumerate(path) if n is node)
+
+
+def _short(text: str, limit: int = 40) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

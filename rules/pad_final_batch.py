@@ -1,0 +1,572 @@
+"""## What it does
+
+Finds batches cut so that the last one can be smaller, fed to a jitted function in the same
+loop: `x[i:i + bs]` over `range(0, n, bs)`, `x[b * bs:(b + 1) * bs]` over
+`range(ceil(n / bs))`, the chunks of `np.array_split(x, k)`, and generators of the file that
+yield such slices.
+
+## Why is this bad?
+
+A jitted function compiles once per input shape. Unless `n` is a multiple of `bs`, the last
+batch has a new shape and compiles the function a second time, every epoch that starts
+cold, and on every process of a multi-host job (seed report 001). On CPU, a train step over
+327 rows in batches of 32 compiled twice and the first epoch took 1.4-1.6x as long as with
+padded batches (`../shared/research/runtime-baseline.md` §6); the slower the compile, the
+larger the loss. Padding the last batch to full size and masking the padding rows compiles
+once and computes the same result.
+
+## Example
+
+```python
+@jax.jit
+def loss_fn(params, x, y):
+    return jnp.sum((x @ params - y) ** 2)
+
+total = 0.0
+for i in range(0, len(xs), batch_size):
+    total += loss_fn(params, xs[i:i + batch_size], ys[i:i + batch_size])
+```
+
+Use instead:
+
+```python
+@jax.jit
+def loss_fn(params, x, y, mask):
+    return jnp.sum(jnp.where(mask, (x @ params - y) ** 2, 0.0))  # padding rows count 0
+
+total = 0.0
+for (x, y), mask in jaxlint.runtime.padded_batches((xs, ys), batch_size):
+    total += loss_fn(params, x, y, mask)
+```
+
+The rule stays silent when the remainder is dropped (`range(0, n - bs + 1, bs)`, `n // bs`
+batches), when the loop pads or masks already (a call or name spelled with `pad` or
+`mask`), when it skips short batches (`if len(x) < bs: continue`), when the function checks
+that `bs` divides the data (`assert n % bs == 0`), and when the consumer is not jitted.
+
+## Fix safety
+
+The fix rewrites `for i in range(0, len(x), bs)` with slices `x[i:i + bs]` passed straight
+to a jitted function of the file that has a `mask` parameter the call does not pass yet:
+the loop iterates `jaxlint.runtime.padded_batches((x, ...), bs)` and passes `mask=mask`.
+It is **unsafe**: the function now sees `bs` rows every time, so the result is the same
+only if it ignores the padding rows where the mask is `False` (a masked sum or mean, not a
+plain `.mean()` over the batch); the padding is `0` in every array; and `x` must be an array
+or a pytree of arrays with a leading batch axis (a Python list of examples is not). With no
+`mask` parameter, or any other shape of loop, the rule reports only.
+
+## Runtime helper
+
+`jaxlint.runtime.padded_batches(data, batch_size, pad_value=0, drop_remainder=False)`
+yields `(batch, mask)` with every batch of exactly `batch_size` rows, padded on the host
+before the transfer: one compile per epoch (`python bench/data_loops.py`).
+
+## References
+
+- Flax, "Processing the entire Dataset": https://flax.readthedocs.io/en/latest/guides/data_preprocessing/full_eval.html
+- `../shared/research/jax-facts.md` §6 (padding and bucketing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from jaxlint._context import Loop
+from jaxlint._device import Consumer
+from jaxlint._nodes import free_names, iter_subtree, reads_name
+from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
+from jaxlint._scope import target_names
+
+from ._shapes import loop_path as _loop_path, mentions_padding
+
+
+__all__ = ["PadFinalBatch"]
+
+_CEILS = frozenset({"math.ceil", "numpy.ceil", "jax.numpy.ceil"})
+_SPLITS = frozenset({"numpy.array_split", "jax.numpy.array_split"})
+
+
+@dataclass
+class Batching:
+    """How a loop cuts ragged batches."""
+
+    kind: str  # "range", "count", "split", "generator"
+    cut: str  # how the batches are cut, for the message
+    why: str  # when the last one is smaller
+    slices: list[cst.Subscript] = field(default_factory=list)  # the ragged slices in the loop
+    names: set[str] = field(default_factory=set)  # names holding a batch
+    step: cst.BaseExpression | None = None  # the batch size, when the code spells it
+
+
+class PadFinalBatch(Rule):
+    CODE = "JL004"
+    SLUG = "pad-final-batch"
+    MESSAGE = "the last batch is smaller and recompiles the jitted function it is fed to"
+    FIX = Applicability.UNSAFE
+    TOKENS = ("jit", "pmap")
+
+    def __init__(self, ctx, options=None) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx, options)
+        self._batchings: dict[int, Batching | None] = {}
+        self._scopes: dict[int, cst.CSTNode] = {}
+        self._reported: set[int] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        if not node.args:
+            return
+        consumer = ctx.device.consumer(node)
+        if consumer is None:
+            return
+        loops = [loop for loop in ctx.loops(node) if isinstance(loop, cst.For)]
+        if not loops or ctx.device.is_traced(ctx.ancestors):
+            return
+        for loop in reversed(loops):
+            batching = self._batching(loop)
+            if batching is None or id(loop) in self._reported:
+                continue
+            if not _fed(node, batching):
+                continue
+            self._reported.add(id(loop))
+            callee = ctx.module.code_for_node(node.func)
+            self.report(
+                node,
+                f"{batching.cut} gives a smaller last batch {batching.why}, and the jitted "
+                f"`{_short(callee)}` is compiled again for its shape; iterate `jaxlint.runtime.padded_batches(...)` (fixed-size batches and "
+                "a mask of the real rows) or drop the remainder",
+                fix=self._fix(node, loop, batching, consumer),
+            )
+            return
+
+    # -- which loops cut ragged batches ---------------------------------------------------------
+
+    def _batching(self, loop: cst.For) -> Batching | None:
+        key = id(loop)
+        if key not in self._batchings:
+            found = self._find_batching(loop)
+            if found is not None and (
+                mentions_padding(loop) or _skips_short(loop) or self._checks_divisibility(loop, found.step)
+            ):
+                found = None
+            if found is not None:
+                _derive_names(loop, found)
+            self._batchings[key] = found
+        return self._batchings[key]
+
+    def _find_batching(self, loop: cst.For) -> Batching | None:
+        source = _unwrap(loop.iter)
+        if not isinstance(source, cst.Call):
+            return None
+        name = self.ctx.resolve(source.func, anchor=source)
+        if name in _SPLITS and source.args:
+            sections = _code(self.ctx, source.args[1].value) if len(source.args) > 1 else "the sections"
+            return Batching(
+                "split",
+                f"`{_code(self.ctx, source)}`",
+                f"unless {sections} divides the number of rows (its chunks differ by one row)",
+                names=set(target_names(loop.target)),
+            )
+        if isinstance(source.func, cst.Name) and source.func.value == "range" and isinstance(loop.target, cst.Name):
+            return self._range_batching(loop, source, loop.target.value)
+        if isinstance(source.func, cst.Name) and name is None:
+            return self._generator_batching(loop, source)
+        return None
+
+    def _range_batching(self, loop: cst.For, source: cst.Call, index: str) -> Batching | None:
+        args = [a.value for a in source.args]
+        if any(a.keyword is not None or a.star for a in source.args):
+            return None
+        if len(args) == 3:
+            stop, step = args[1], args[2]
+            if self._drops_remainder(stop, step, loop):
+                return None
+            slices = _step_slices(loop, index, step)
+            if not slices:
+                return None
+            text = _code(self.ctx, slices[0])
+            return Batching(
+                "range",
+                f"`{text}` over `{_code(self.ctx, source)}`",
+                f"unless `{_code(self.ctx, stop)}` is a multiple of `{_code(self.ctx, step)}`",
+                slices=slices,
+                step=step,
+            )
+        if len(args) in (1, 2):
+            count = args[-1]
+            if len(args) == 2 and not (isinstance(args[0], cst.Integer) and args[0].value == "0"):
+                return None
+            if not self._ceil_count(count, loop):
+                return None
+            slices = _count_slices(loop, index)
+            if not slices:
+                return None
+            return Batching(
+                "count",
+                f"`{_code(self.ctx, slices[0])}` over `{_code(self.ctx, source)}`",
+                "(the number of batches is rounded up)",
+                slices=slices,
+            )
+        return None
+
+    def _generator_batching(self, loop: cst.For, source: cst.Call) -> Batching | None:
+        """`for batch in batches(x, bs)` where `def batches` in this file yields ragged slices."""
+        assert isinstance(source.func, cst.Name)
+        found = self.ctx.device._local_def(source.func.value, _loop_path(self.ctx, loop))
+        if found is None or found[0] is None:
+            return None
+        function = found[0]
+        for inner in iter_subtree(function.body, into_scopes=False):
+            if not isinstance(inner, cst.For) or not isinstance(inner.target, cst.Name):
+                continue
+            inner_source = _unwrap(inner.iter)
+            if not (
+                isinstance(inner_source, cst.Call)
+                and isinstance(inner_source.func, cst.Name)
+                and inner_source.func.value == "range"
+            ):
+                continue
+            self._scopes[id(inner)] = function
+            batching = self._range_batching(inner, inner_source, inner.target.value)
+            if batching is None or mentions_padding(inner) or self._checks_divisibility(inner, batching.step):
+                continue
+            if _skips_short(inner):
+                continue
+            for node in iter_subtree(inner.body, into_scopes=False):
+                if isinstance(node, cst.Yield) and node.value is not None and _fed_expr(node.value, batching):
+                    return Batching(
+                        "generator",
+                        f"`{source.func.value}(...)`, which yields {batching.cut},",
+                        batching.why,
+                        names=set(target_names(loop.target)),
+                    )
+        return None
+
+    def _drops_remainder(self, stop: cst.BaseExpression, step: cst.BaseExpression, loop: cst.For) -> bool:
+        """`n - bs + 1`, `n - bs`, `n // bs * bs`, `n - n % bs`, or a name set to one."""
+        step_text = _code(self.ctx, step)
+        for expr in [stop, *self._assigned(stop, loop)]:
+            text = " ".join(_code(self.ctx, expr).split())
+            if f"- {step_text}" in text or f"-{step_text}" in text:
+                return True
+            if f"// {step_text}" in text or f"//{step_text}" in text or f"% {step_text}" in text:
+                return True
+        return False
+
+    def _ceil_count(self, count: cst.BaseExpression, loop: cst.For) -> bool:
+        """A number of batches rounded up: `ceil(n / bs)`, `(n + bs - 1) // bs`,
+        `-(-n // bs)`, `n // bs + (n % bs > 0)`, `n // bs + 1`, or a name set to one."""
+        for expr in [count, *self._assigned(count, loop)]:
+            for node in iter_subtree(expr):
+                if isinstance(node, cst.Call) and self.ctx.resolve(node.func, anchor=node) in _CEILS:
+                    return True
+                if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len":
+                    if node.args and isinstance(node.args[0].value, cst.Call):
+                        inner = node.args[0].value
+                        if self.ctx.resolve(inner.func, anchor=inner) in _SPLITS:
+                            return True
+            if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+                inner = expr.expression
+                if isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.FloorDivide):
+                    if isinstance(inner.left, cst.UnaryOperation) and isinstance(inner.left.operator, cst.Minus):
+                        return True
+            if isinstance(expr, cst.BinaryOperation):
+                if isinstance(expr.operator, cst.FloorDivide) and isinstance(expr.left, cst.BinaryOperation):
+                    left = "".join(_code(self.ctx, expr.left).split())
+                    if "+" in left and left.rstrip(")").endswith("-1"):
+                        return True  # (n + bs - 1) // bs
+                if isinstance(expr.operator, cst.Add) and isinstance(expr.left, cst.BinaryOperation):
+                    if isinstance(expr.left.operator, cst.FloorDivide):
+                        return True  # n // bs + (n % bs > 0), n // bs + 1
+        return False
+
+    def _assigned(self, expr: cst.BaseExpression, loop: cst.For) -> list[cst.BaseExpression]:
+        """The values the enclosing function (or module) assigns to the name `expr`."""
+        if not isinstance(expr, cst.Name):
+            return []
+        scope = self._scope(loop)
+        values = []
+        for node in iter_subtree(scope, into_scopes=False):
+            if isinstance(node, cst.Assign) and any(expr.value in target_names(t.target) for t in node.targets):
+                values.append(node.value)
+        return values
+
+    def _checks_divisibility(self, loop: cst.For, step: cst.BaseExpression | None) -> bool:
+        """`assert n % bs == 0` (or `!= 0` with a raise) somewhere in the function."""
+        if step is None:
+            return False
+        scope = self._scope(loop)
+        for node in iter_subtree(scope, into_scopes=False):
+            if isinstance(node, cst.Comparison) and isinstance(node.left, cst.BinaryOperation):
+                left = node.left
+                if (
+                    isinstance(left.operator, cst.Modulo)
+                    and _same(left.right, step)
+                    and any(isinstance(c.operator, (cst.Equal, cst.NotEqual)) for c in node.comparisons)
+                ):
+                    return True
+        return False
+
+    def _scope(self, loop: cst.For) -> cst.CSTNode:
+        """The function (or module) whose body holds `loop`."""
+        known = self._scopes.get(id(loop))
+        if known is not None:
+            return known
+        return self.ctx.enclosing_function() or self.ctx.module
+
+    # -- the fix ----------------------------------------------------------------------------------
+
+    def _fix(self, call: cst.Call, loop: cst.For, batching: Batching, consumer: Consumer) -> Fix | None:
+        if batching.kind != "range" or loop.orelse is not None or loop.asynchronous is not None:
+            return None
+        if consumer.params is None or "mask" not in consumer.params:
+            return None
+        if any(a.star for a in call.args) or any(a.keyword is not None and a.keyword.value == "mask" for a in call.args):
+            return None
+        positional = [a for a in call.args if a.keyword is None]
+        offset = 1 if consumer.params and consumer.params[0] in ("self", "cls") and isinstance(call.func, cst.Attribute) else 0
+        if len(positional) + offset > consumer.params.index("mask"):
+            return None
+        source = _unwrap(loop.iter)
+        assert isinstance(source, cst.Call) and isinstance(loop.target, cst.Name)
+        start, stop, step = (a.value for a in source.args)
+        if not (isinstance(start, cst.Integer) and start.value == "0") or source is not loop.iter:
+            return None
+        # Every use of the index is one of the ragged slices, passed straight to the call.
+        arrays: list[str] = []
+        for piece in batching.slices:
+            if not isinstance(piece.value, cst.Name) or len(piece.slice) != 1:
+                return None
+            if not any(a.value is piece for a in call.args):
+                return None
+            if piece.value.value not in arrays:
+                arrays.append(piece.value.value)
+        index = loop.target.value
+        if reads_name(loop.body, index, skip=batching.slices):
+            return None
+        if not _length_of(stop, arrays, self._assigned(stop, loop)):
+            return None
+        scope = self._scope(loop)
+        names = {n.value for n in iter_subtree(scope) if isinstance(n, cst.Name)}
+        batch_names = {a: f"{a}_batch" for a in arrays}
+        mask = next((m for m in ("mask", "batch_mask") if m not in names), None)
+        if mask is None or any(b in names for b in batch_names.values()):
+            return None
+        if len(arrays) == 1:
+            target = f"{batch_names[arrays[0]]}, {mask}"
+            data = arrays[0]
+        else:
+            target = f"({', '.join(batch_names[a] for a in arrays)}), {mask}"
+            data = f"({', '.join(arrays)})"
+        header = cst.parse_statement(f"for {target} in padded_batches({data}, {_code(self.ctx, step)}):\n    pass\n")
+        assert isinstance(header, cst.For)
+        body = loop.body.visit(_Rewrite(batching.slices, batch_names, call, mask))
+        new_loop = loop.with_changes(target=header.target, iter=header.iter, body=body)
+        return Fix(
+            Applicability.UNSAFE,
+            (Edit(loop, replacement=new_loop),),
+            "Iterate `padded_batches` and pass the mask",
+            imports=(ImportSpec("jaxlint.runtime", "padded_batches"),),
+        )
+
+
+class _Rewrite(cst.CSTTransformer):
+    """Ragged slices become the padded batch names; the consumer call gets `mask=mask`."""
+
+    def __init__(self, slices: list[cst.Subscript], names: dict[str, str], call: cst.Call, mask: str) -> None:
+        super().__init__()
+        self._slices = {id(s) for s in slices}
+        self._names = names
+        self._call = call
+        self._mask = mask
+
+    def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.BaseExpression:
+        if id(original) in self._slices:
+            assert isinstance(original.value, cst.Name)
+            return cst.Name(self._names[original.value.value])
+        return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if original is not self._call:
+            return updated
+        template = cst.parse_expression(f"f({self._mask}={self._mask})")
+        assert isinstance(template, cst.Call)
+        args = list(updated.args)
+        last = args[-1]
+        if last.comma is cst.MaybeSentinel.DEFAULT:
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            return updated.with_changes(args=[*args, template.args[0]])
+        # A trailing comma (one argument per line): add the mask the same way.
+        return updated.with_changes(args=[*args, template.args[0].with_changes(comma=last.comma)])
+
+
+def _unwrap(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`range(...)` out of `tqdm(range(...), ...)` / `trange(a, b, c)`."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)):
+        func = expr.func.value if isinstance(expr.func, cst.Name) else expr.func.attr.value
+        if func == "tqdm" and expr.args:
+            return _unwrap(expr.args[0].value)
+        if func == "trange":
+            return expr.with_changes(func=cst.Name("range"))
+    return expr
+
+
+def _same(a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    return _plain(a).replace(" ", "") == _plain(b).replace(" ", "")
+
+
+def _upper_ok(upper: cst.BaseExpression, index: str, step: cst.BaseExpression) -> bool:
+    """`i + bs` (or `bs + i`), or `min(i + bs, n)`."""
+    if isinstance(upper, cst.Call) and isinstance(upper.func, cst.Name) and upper.func.value == "min":
+        return any(_upper_ok(a.value, index, step) for a in upper.args)
+    if isinstance(upper, cst.BinaryOperation) and isinstance(upper.operator, cst.Add):
+        left, right = upper.left, upper.right
+        return (isinstance(left, cst.Name) and left.value == index and _same(right, step)) or (
+            isinstance(right, cst.Name) and right.value == index and _same(left, step)
+        )
+    return False
+
+
+def _bound_slices(loop: cst.For, match) -> list[cst.Subscript]:  # type: ignore[no-untyped-def]
+    """Subscripts in the loop body with a slice element `lower:upper` that `match(lower,
+    upper)` accepts, following local names (`end = i + bs` then `x[i:end]`)."""
+    local: dict[str, cst.BaseExpression] = {}
+    for node in iter_subtree(loop.body, into_scopes=False):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            local[node.targets[0].target.value] = node.value
+    found = []
+    for node in iter_subtree(loop.body, into_scopes=False):
+        if not isinstance(node, cst.Subscript):
+            continue
+        for element in node.slice:
+            part = element.slice
+            if isinstance(part, cst.Slice) and part.lower is not None and part.upper is not None and part.step is None:
+                lower = _expand(part.lower, local)
+                upper = _expand(part.upper, local)
+                if match(lower, upper):
+                    found.append(node)
+                    break
+    return found
+
+
+def _expand(expr: cst.BaseExpression, local: dict[str, cst.BaseExpression]) -> cst.BaseExpression:
+    """`expr` with the names the loop body assigns replaced by their values (one level:
+    `end = start + bs` with `start = b * bs` gives `b * bs + bs`)."""
+    if isinstance(expr, cst.Name):
+        value = local.get(expr.value)
+        if value is None:
+            return expr
+        return value.visit(_Substitute({k: v for k, v in local.items() if k != expr.value}))  # type: ignore[return-value]
+    return expr.visit(_Substitute(local))  # type: ignore[return-value]
+
+
+class _Substitute(cst.CSTTransformer):
+    def __init__(self, local: dict[str, cst.BaseExpression]) -> None:
+        super().__init__()
+        self._local = local
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        value = self._local.get(original.value)
+        if value is None:
+            return updated
+        if isinstance(value, (cst.Name, cst.Integer, cst.Attribute, cst.Call)):
+            return value
+        return value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def _step_slices(loop: cst.For, index: str, step: cst.BaseExpression) -> list[cst.Subscript]:
+    def match(lower: cst.BaseExpression, upper: cst.BaseExpression) -> bool:
+        return isinstance(lower, cst.Name) and lower.value == index and _upper_ok(upper, index, step)
+
+    return _bound_slices(loop, match)
+
+
+def _count_slices(loop: cst.For, index: str) -> list[cst.Subscript]:
+    """`x[b * bs:(b + 1) * bs]`, `x[b * bs:b * bs + bs]`, `min(..., n)` uppers."""
+
+    def product(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+        """`bs` for `b * bs` / `bs * b`."""
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+            if isinstance(expr.left, cst.Name) and expr.left.value == index:
+                return expr.right
+            if isinstance(expr.right, cst.Name) and expr.right.value == index:
+                return expr.left
+        return None
+
+    def match(lower: cst.BaseExpression, upper: cst.BaseExpression) -> bool:
+        size = product(lower)
+        if size is None:
+            return False
+        if isinstance(upper, cst.Call) and isinstance(upper.func, cst.Name) and upper.func.value == "min":
+            return any(match(lower, a.value) for a in upper.args)
+        if isinstance(upper, cst.BinaryOperation) and isinstance(upper.operator, cst.Multiply):
+            # (b + 1) * bs
+            for factor, other in ((upper.left, upper.right), (upper.right, upper.left)):
+                if _same(other, size) and isinstance(factor, cst.BinaryOperation) and isinstance(factor.operator, cst.Add):
+                    if "".join(_plain(factor).split()) in (f"{index}+1", f"1+{index}"):
+                        return True
+        if isinstance(upper, cst.BinaryOperation) and isinstance(upper.operator, cst.Add):
+            return (_same(upper.left, lower) and _same(upper.right, size)) or (
+                _same(upper.right, lower) and _same(upper.left, size)
+            )
+        return False
+
+    return _bound_slices(loop, match)
+
+
+def _plain(node: cst.CSTNode) -> str:
+    code = cst.Module([]).code_for_node(node)
+    return code.strip("() ")
+
+
+def _derive_names(loop: cst.For, batching: Batching) -> None:
+    """Add the names the loop body assigns from a ragged slice or batch (`batch = {"x":
+    x[s:e]}`, `xb = jnp.asarray(batch)`)."""
+    assigns = [n for n in iter_subtree(loop.body, into_scopes=False) if isinstance(n, cst.Assign)]
+    for _ in range(3):
+        for node in assigns:
+            if _fed_expr(node.value, batching):
+                batching.names |= {n for t in node.targets for n in target_names(t.target)}
+
+
+def _fed(call: cst.Call, batching: Batching) -> bool:
+    """Whether an argument of `call` carries a ragged batch."""
+    return any(_fed_expr(a.value, batching) for a in call.args)
+
+
+def _fed_expr(expr: cst.BaseExpression, batching: Batching) -> bool:
+    if free_names(expr) & batching.names:
+        return True
+    ids = {id(s) for s in batching.slices}
+    return any(id(n) in ids for n in iter_subtree(expr))
+
+
+def _skips_short(loop: cst.For) -> bool:
+    """`if len(x) < bs: continue` / `if x.shape[0] != bs: break`: short batches never reach
+    the call."""
+    for node in iter_subtree(loop.body, into_scopes=False):
+        if isinstance(node, cst.If):
+            test = cst.Module([]).code_for_node(node.test)
+            if ("len(" in test or ".shape" in test) and any(
+                isinstance(n, (cst.Continue, cst.Break, cst.Return, cst.Raise)) for n in iter_subtree(node.body, into_scopes=False)
+            ):
+                return True
+    return False
+
+
+def _length_of(stop: cst.BaseExpression, arrays: list[str], assigned: list[cst.BaseExpression]) -> bool:
+    """`len(x)` or `x.shape[0]` for one of the sliced arrays (or a name set to that)."""
+    for expr in [stop, *assigned]:
+        text = "".join(cst.Module([]).code_for_node(expr).split())
+        if any(text in (f"len({a})", f"{a}.shape[0]") for a in arrays):
+            return True
+    return False
+
+
+def _code(ctx, node: cst.CSTNode) -> str:  # type: ignore[no-untyped-def]
+    return " ".join(ctx.module.code_for_node(node).split())
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
