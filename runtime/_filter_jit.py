@@ -538,7 +538,7 @@ def _make_builder(
     for d in is_dynamic:
         dyn_index.append(count if d else None)
         count += d
-    names: dict[str, Any] = {"new": object.__new__, "sa": object.__setattr__}
+    names: dict[str, Any] = {"new": object.__new__, "ga": object.__getattribute__}
     lines: list[str] = []
 
     def const(value: Any) -> str:
@@ -587,12 +587,14 @@ def _make_builder(
                     return None
                 exprs.append(made[0])
                 pos = made[1]
-            items = []
+            var = f"o{len(lines)}"
+            # `object.__new__`, then the instance dict filled in the reference's order (faster
+            # than `object.__setattr__` per field, or than assigning a new `__dict__`).
+            line = [f"{var} = new({const(node_type)})", f"d = ga({var}, '__dict__')"]
             for attr, value in vars(obj).items():
                 match = next((e for e, c in zip(exprs, subs) if c is value), None)
-                items.append(f"{attr!r}: {match if match is not None else const(value)}")
-            var = f"o{len(lines)}"
-            lines.append(f"  {var} = new({const(node_type)}); sa({var}, '__dict__', {{{', '.join(items)}}})")
+                line.append(f"d[{attr!r}] = {match if match is not None else const(value)}")
+            lines.append("  " + "; ".join(line))
             return var, pos
         # Any other node: jax's own unflatten of this subtree.
         n = td.num_leaves

@@ -324,6 +324,35 @@ def test_non_array_outputs_are_returned() -> None:
     assert f_ours(x)["fn"] is jax.nn.relu
 
 
+def test_outputs_of_every_node_type_are_rebuilt_exactly() -> None:
+    import collections
+
+    class WithStatic(eqx.Module):
+        weight: jax.Array
+        name: str = eqx.field(static=True)
+        sub: Any = None
+
+    Pair = collections.namedtuple("Pair", ["first", "second"])
+
+    def make(x: jax.Array) -> Any:
+        return {
+            "static": WithStatic(x, "w", sub=[x, (x, None)]),
+            "sequential": eqx.nn.Sequential([eqx.nn.Lambda(jnp.tanh), eqx.nn.Identity()]),
+            "ordered": collections.OrderedDict([("b", x), ("a", 2)]),
+            "pair": Pair(x * 2, "second"),
+            "partial": jtu.Partial(jnp.add, x),
+            "none": None,
+        }
+
+    f_eqx, f_ours = both(make)
+    x = jnp.arange(3.0)
+    for _ in range(3):  # the first call unflattens; later ones use the generated builder
+        expected, got = f_eqx(x), f_ours(x)
+        assert_same(expected, got)
+        assert type(got["ordered"]) is collections.OrderedDict and list(got["ordered"]) == ["b", "a"]
+        assert vars(got["static"]).keys() == vars(expected["static"]).keys()
+
+
 def test_a_module_as_the_function_matches_eqx() -> None:
     model = mlp()
     x = jnp.ones(3)
