@@ -84,7 +84,8 @@ _TREE_LEAVES = frozenset(
 _KNOWN_HOST_MODULES = frozenset(
     {"jax", "numpy", "math", "os", "sys", "json", "pickle", "time", "logging", "functools",
      "itertools", "collections", "typing", "builtins", "tensorflow", "torch", "pandas", "optax",
-     "equinox", "flax", "haiku", "chex", "orbax", "absl", "tqdm", "wandb", "matplotlib"}
+     "equinox", "flax", "haiku", "chex", "orbax", "absl", "tqdm", "wandb", "matplotlib",
+     "dataclasses", "copy", "operator", "re", "string", "random", "enum", "pathlib", "datetime"}
 )  # fmt: skip
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -293,6 +294,22 @@ class DeviceIndex:
                 for base in node.bases
             ):
                 return True
+        return False
+
+    def in_test(self, ancestors: Sequence[cst.CSTNode] | None = None) -> bool:
+        """Whether code at `ancestors` is test code, which is no hot path: a file named like a
+        test (`test_*.py`, `*_test.py`, `conftest.py`, or under a `tests`/`test` folder), a
+        `test*` function, or a method of a `Test*`/`*Test`/`*Tests`/`*TestCase` class."""
+        if _is_test_path(self.ctx.path):
+            return True
+        path = self.ctx.ancestors if ancestors is None else ancestors
+        for node in path:
+            if isinstance(node, cst.FunctionDef) and node.name.value.startswith("test"):
+                return True
+            if isinstance(node, cst.ClassDef):
+                name = node.name.value
+                if name.startswith("Test") or name.endswith(("Test", "Tests", "TestCase")):
+                    return True
         return False
 
     def _transformed(self) -> frozenset[str]:
@@ -840,6 +857,8 @@ def _container_lookup(node: cst.Subscript, path: Sequence[cst.CSTNode]) -> bool:
         return True
     if not isinstance(index, cst.Name):
         return False
+    if _string_valued(index.value, path):
+        return True
     base = dotted_name(node.value)
     if base is None:
         return False
@@ -860,6 +879,58 @@ def _container_lookup(node: cst.Subscript, path: Sequence[cst.CSTNode]) -> bool:
         elif dotted_name(iterable) == base:
             return True
     return False
+
+
+def _string_valued(name: str, path: Sequence[cst.CSTNode]) -> bool:
+    """Whether every assignment to `name` in the innermost function (or module) on `path`
+    gives a string (`key = f"layer_{i}"`, `key = "loss"`, `key = str(i)`): `out[key]` is then
+    a dict lookup, not array indexing."""
+    scope: cst.CSTNode | None = None
+    for node in reversed(path):
+        if isinstance(node, (cst.FunctionDef, cst.Module)):
+            scope = node
+            break
+    if scope is None:
+        scope = path[0] if path else None
+    if scope is None:
+        return False
+    values: list[cst.BaseExpression] = []
+    stack: list[cst.CSTNode] = [scope]
+    while stack:
+        node = stack.pop()
+        if node is not scope and isinstance(node, _SCOPES):
+            continue
+        if isinstance(node, cst.Assign) and any(name in target_names(t.target) for t in node.targets):
+            values.append(node.value)
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and name in target_names(node.target):
+            values.append(node.value if node.value is not None else cst.Name("None"))
+        elif isinstance(node, (cst.For, cst.CompFor)) and name in target_names(node.target):
+            return False
+        stack.extend(iter_children(node))
+    return bool(values) and all(_is_string(v) for v in values)
+
+
+def _is_string(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+        return True
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Name) and func.value == "str":
+            return True
+        if isinstance(func, cst.Attribute) and func.attr.value in ("format", "join") and isinstance(
+            func.value, (cst.SimpleString, cst.FormattedString)
+        ):
+            return True
+    return False
+
+
+def _is_test_path(path: str) -> bool:
+    parts = path.replace("\\", "/").split("/")
+    base = parts[-1]
+    stem = base.rsplit(".", 1)[0]
+    if stem.startswith("test_") or stem.endswith("_test") or stem == "conftest":
+        return True
+    return any(part in ("tests", "test") for part in parts[:-1])
 
 
 def _set(state: State, names: object, device: bool) -> State:

@@ -107,7 +107,7 @@ class GrowingShapeLoop(Rule):
         if consumer is None:
             return
         loops = [loop for loop in ctx.loops(node) if isinstance(loop, (cst.For, cst.While))]
-        if not loops or ctx.device.is_traced(ctx.ancestors):
+        if not loops or ctx.device.is_traced(ctx.ancestors) or ctx.device.in_test(ctx.ancestors):
             return
         callee = ctx.module.code_for_node(node.func)
         for arg in node.args:

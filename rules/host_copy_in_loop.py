@@ -191,7 +191,7 @@ class HostCopyInLoop(Rule):
         value_path = _path_to(path, value)
         if value_path is None or not ctx.device.holds(value, value_path):
             return None
-        if ctx.device.is_traced(ctx.ancestors) or _periodic_guard(path, loops[0]):
+        if ctx.device.is_traced(ctx.ancestors) or _periodic_guard(path, loops[0]) or ctx.device.in_test(path):
             return None
         for loop in reversed(loops):
             if _per_epoch(loop):
@@ -204,6 +204,8 @@ class HostCopyInLoop(Rule):
             inner = loops[loops.index(loop) + 1 :]
             if _fresh(ctx, value, value_path, loop, inner) and ctx.device.loop_dispatches(loop, loop_path, calls_only=display):
                 if self._waits_anyway(loop, loop_path) or self._per_outer_iteration(loop, loop_path, path):
+                    return None
+                if self._logs_results(node, value, value_path, loop, loop_path) or _copied_before(ctx, node, value, loop, loop_path):
                     return None
                 return loop
         return None
@@ -218,6 +220,36 @@ class HostCopyInLoop(Rule):
             if self.ctx.device.loop_dispatches(node, node_path):
                 return True
         return False
+
+    def _logs_results(
+        self, node: cst.CSTNode, value: cst.BaseExpression, value_path: list[cst.CSTNode], loop: Loop, loop_path: list[cst.CSTNode]
+    ) -> bool:
+        """`for k, v in metrics.items(): history[k].append(float(jnp.mean(v)))`: a loop over
+        a dict of results whose only device work is the eager op inside the copy itself (no
+        compiled call, no slicing of a device array): summarising results already computed,
+        not a loop that keeps the device busy."""
+        if not isinstance(loop, cst.For):
+            return False
+        source = loop.iter
+        if not (
+            isinstance(source, cst.Call)
+            and isinstance(source.func, cst.Attribute)
+            and source.func.attr.value in ("items", "values")
+            and not source.args
+        ):
+            return False
+        device = self.ctx.device
+        for inner, inner_path in _walk_with_paths(loop.body, [*loop_path, loop]):
+            if inner is node or any(p is node for p in inner_path):
+                continue
+            if device.dispatches_here(inner, inner_path):
+                return False
+        for inner, inner_path in _walk_with_paths(value, value_path):
+            if isinstance(inner, cst.Call) and device._compiled_call(inner, tuple(inner_path)):
+                return False
+            if isinstance(inner, cst.Subscript) and device.dispatches_here(inner, inner_path):
+                return False
+        return True
 
     def _waits_anyway(self, loop: Loop, loop_path: list[cst.CSTNode]) -> bool:
         """Whether the loop waits for the device on every iteration regardless, so other
@@ -544,6 +576,44 @@ def _slice_of_earlier_result(ctx, value: cst.BaseExpression, loop: Loop) -> str 
     return base.value
 
 
+def _copied_before(ctx, node: cst.CSTNode, value: cst.BaseExpression, loop: Loop, loop_path: list[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the same value was already copied to the host earlier in the same iteration
+    (`text = decode(np.array(ids))` then `np.array(ids).tolist()`): jax keeps the host copy of
+    an array, so the second copy does not wait."""
+    if not isinstance(loop, (cst.For, cst.While)):
+        return False
+    from jaxlint._walk import iter_children
+
+    text = "".join(ctx.module.code_for_node(value).split())
+    names = free_names(value)
+    earlier = False
+    stack: list[tuple[cst.CSTNode, list[cst.CSTNode]]] = [(loop.body, [*loop_path, loop])]
+    while stack:
+        inner, path = stack.pop()
+        if inner is node:
+            return earlier
+        if isinstance(inner, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            targets = inner.targets if isinstance(inner, cst.Assign) else [inner]
+            if any(set(target_names(t.target)) & names for t in targets):
+                earlier = False
+        elif isinstance(inner, cst.Call) and _is_copy_spelling(inner):
+            copy = ctx.device.host_copy(inner, path)
+            if copy is not None and copy.kind not in _DISPLAY and "".join(ctx.module.code_for_node(copy.value).split()) == text:
+                earlier = True
+        if isinstance(inner, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        below = [*path, inner]
+        stack.extend((child, below) for child in reversed(list(iter_children(inner))))
+    return False
+
+
+def _is_copy_spelling(call: cst.Call) -> bool:
+    func = call.func
+    last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    return last in ("array", "asarray", "asanyarray", "ascontiguousarray", "copy", "device_get", "item", "tolist",
+                    "float", "int", "bool", "complex")
+
+
 def _discarded(ancestors: list[cst.CSTNode], node: cst.Call) -> bool:
     """`jax.device_get(f(x))` as a statement of its own: a deliberate wait, not a copy."""
     return bool(ancestors) and isinstance(ancestors[-1], cst.Expr) and ancestors[-1].value is node
@@ -581,6 +651,19 @@ def _converts(ctx, test: cst.BaseExpression, path: list[cst.CSTNode], loop: Loop
         if isinstance(part, (cst.Name, cst.Attribute, cst.Subscript)) and ctx.device.holds(part, part_path):
             if _fresh(ctx, part, part_path, loop):
                 return True
+        if isinstance(part, cst.Call) and ctx.device.host_copy(part, part_path) is None:
+            # `if allclose(out, expected):`, `if jnp.isnan(loss):`: the test takes the truth
+            # value of something computed from a fresh device value, which waits for it.
+            call_path = [*part_path, part]
+            for arg in part.args:
+                arg_path = _path_to(call_path, arg.value)
+                if (
+                    arg_path is not None
+                    and isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript))
+                    and ctx.device.holds(arg.value, arg_path)
+                    and _fresh(ctx, arg.value, arg_path, loop)
+                ):
+                    return True
         if isinstance(part, cst.Name) and isinstance(loop, cst.While) and _assigned_device(ctx, loop, part.value):
             return True  # `while not done:` with `done = loss < tol` in the body
     return False

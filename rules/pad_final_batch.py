@@ -122,7 +122,7 @@ class PadFinalBatch(Rule):
         if consumer is None:
             return
         loops = [loop for loop in ctx.loops(node) if isinstance(loop, cst.For)]
-        if not loops or ctx.device.is_traced(ctx.ancestors):
+        if not loops or ctx.device.is_traced(ctx.ancestors) or ctx.device.in_test(ctx.ancestors):
             return
         for loop in reversed(loops):
             batching = self._batching(loop)

@@ -361,3 +361,75 @@ def test_host_copies_and_traced_code() -> None:
     walk(module, {cst.Call: [visit]}, {}, ctx.ancestors)
     assert traced == {"body": True, "__call__": True, "jitted": True, "run": False}
     assert [k for k in kinds if k != "print()"][-5:] == ["np.asarray", "np.array", ".item()", "float()", "jax.device_get"]
+
+
+def test_a_dict_lookup_by_a_string_valued_name_sends_no_work() -> None:
+    loops = _loops(
+        """
+        import jax
+
+        @jax.jit
+        def forward(x):
+            return {"layer_0": x, "layer_1": x + 1}
+
+        acts = forward(1.0)
+        for layer in range(2):
+            key = f"layer_{layer}"
+            host = jax.device_get(acts[key])
+        for layer in range(2):
+            row = acts["layer_0"][layer]
+        """
+    )
+    assert loops == [False, True]
+
+
+def test_dataclasses_replace_is_no_model_call() -> None:
+    probes = _probes(
+        """
+        import dataclasses
+        import jax
+
+        seq_params = make()
+        key = jax.random.PRNGKey(0)
+        child_params = dataclasses.replace(seq_params, key=jax.random.fold_in(key, 1))
+        probe("replaced", child_params)
+        """
+    )
+    assert probes == {"replaced": False}
+
+
+def test_test_code_is_recognised() -> None:
+    source = textwrap.dedent(
+        """
+        def test_one():
+            a = 1
+
+        class LoaderTest:
+            def check(self):
+                b = 2
+
+        def train():
+            c = 3
+        """
+    )
+    found: dict[str, bool] = {}
+    for path, expected in (("pkg/train.py", None), ("pkg/tests/train.py", True), ("pkg/train_test.py", True)):
+        module = cst.parse_module(source)
+        ctx = FileContext(path, source, module)
+
+        def visit(node: cst.Assign, ctx: FileContext = ctx, path: str = path) -> None:
+            name = node.targets[0].target.value  # type: ignore[attr-defined]
+            found[f"{path}:{name}"] = ctx.device.in_test(ctx.ancestors)
+
+        walk(module, {cst.Assign: [visit]}, {}, ctx.ancestors)
+    assert found == {
+        "pkg/train.py:a": True,
+        "pkg/train.py:b": True,
+        "pkg/train.py:c": False,
+        "pkg/tests/train.py:a": True,
+        "pkg/tests/train.py:b": True,
+        "pkg/tests/train.py:c": True,
+        "pkg/train_test.py:a": True,
+        "pkg/train_test.py:b": True,
+        "pkg/train_test.py:c": True,
+    }
