@@ -40,7 +40,18 @@ if TYPE_CHECKING:
     from ._context import FileContext, Loop
 
 
-__all__ = ["HOST_METHODS", "CallGraph", "Function", "Mode", "Repeat", "Site", "is_host_copy", "runs_many_times"]
+__all__ = [
+    "HOST_METHODS",
+    "CallGraph",
+    "Function",
+    "Mode",
+    "Repeat",
+    "Site",
+    "in_test",
+    "is_host_copy",
+    "periodic",
+    "runs_many_times",
+]
 
 _LOOPS = (cst.For, cst.While, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
@@ -107,6 +118,12 @@ _STRUCTURE_CALLS = frozenset(
     }
 )
 _FEW_ITERATIONS = 8  # a literal `range(n)` below this is setup, a sweep or a test table
+# For per-call costs (eager dispatch, filter_jit's flatten) rather than compiles: a literal
+# `range(n)` below this (a docs demo's `range(10)`) costs less than the compile that would
+# save it, or too little to matter.
+FEW_CALLS = 100
+_TEST_DIRS = frozenset({"test", "tests", "testing"})
+_TEST_FILE = re.compile(r"^(test_.*|.*_tests?|conftest)\.(py|ipynb)$")
 # Methods of `jax.Array` and calls that copy device values to the host (or wait for them).
 HOST_METHODS = frozenset({"item", "tolist", "__array__", "block_until_ready"})
 _HOST_COPIES = frozenset(
@@ -539,7 +556,11 @@ class CallGraph:
         for site in function.sites:
             if self.scope_mode(site.scope, site.path) is not Mode.EAGER:
                 continue
-            many = [loop for loop in self.ctx.loops(site.call, site.path) if runs_many_times(self.ctx, loop, site.path)]
+            many = [
+                loop
+                for loop in self.ctx.loops(site.call, site.path)
+                if runs_many_times(self.ctx, loop, site.path, calls=True)
+            ]
             if many:
                 found.append(Repeat(many[-1], site, chain))
                 continue
@@ -669,11 +690,17 @@ def iter_subtree_no_scopes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
     return iter_subtree(root, into_scopes=False)
 
 
-def runs_many_times(ctx: FileContext, loop: Loop, path: Sequence[cst.CSTNode]) -> bool:
+def runs_many_times(ctx: FileContext, loop: Loop, path: Sequence[cst.CSTNode], *, calls: bool = False) -> bool:
     """Whether `loop` plausibly runs many times over data (batches, steps, examples), not a
     few times over a literal table, a small constant `range`, or a model's parts (layers,
     parameter dicts, pytree leaves, devices). `path` is a path through the loop (ancestors
-    of something inside it)."""
+    of something inside it).
+
+    `calls`: judge it for a per-call cost (eager dispatch, a wrapper's Python overhead)
+    rather than a compile per iteration: a literal `range` below `FEW_CALLS` is few, and so
+    is a search loop, one whose body returns from the function (it stops at the first hit)."""
+    if calls and isinstance(loop, (cst.For, cst.While)) and _returns(loop):
+        return False
     if isinstance(loop, cst.While):
         return not isinstance(loop.test, (cst.Integer, cst.SimpleString))
     if isinstance(loop, cst.For):
@@ -683,7 +710,62 @@ def runs_many_times(ctx: FileContext, loop: Loop, path: Sequence[cst.CSTNode]) -
         iterable = loop.for_in.iter
         target = loop.for_in.target
     index = next((i for i, n in enumerate(path) if n is loop), len(path))
-    return _iterates_data(ctx, iterable, list(path[:index]), loop, target)
+    few = FEW_CALLS if calls else _FEW_ITERATIONS
+    return _iterates_data(ctx, iterable, list(path[:index]), loop, target, few)
+
+
+def _returns(loop: cst.For | cst.While) -> bool:
+    """Whether the loop's body has a `return` of the function around it (a search loop)."""
+    stack: list[cst.CSTNode] = [loop.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Return):
+            return True
+        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            continue
+        stack.extend(iter_children(node))
+    return False
+
+
+def periodic(path: Sequence[cst.CSTNode], loop: Loop) -> bool:
+    """Whether the node whose ancestors are `path` runs only on some iterations of `loop`:
+    under an `if` (between the loop and it) testing a remainder, `if step % every == 0:`."""
+    start = next((i for i, n in enumerate(path) if n is loop), None)
+    if start is None:
+        return False
+    for index in range(start + 1, len(path) - 1):
+        node, child = path[index], path[index + 1]
+        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return False
+        if isinstance(node, cst.If) and child is node.body and _has_modulo(node.test):
+            return True
+    return False
+
+
+def _has_modulo(expr: cst.CSTNode) -> bool:
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            return not isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString))  # not `"%d" % n`
+        stack.extend(iter_children(node))
+    return False
+
+
+def in_test(ctx: FileContext, path: Sequence[cst.CSTNode]) -> bool:
+    """Whether code at `path` is test code: a test file (`test_*.py`, `*_test.py`, under a
+    `tests/` folder), or inside a test function or a method of a test class."""
+    parts = re.split(r"[\\/]", ctx.path)
+    if _TEST_FILE.match(parts[-1]) or _TEST_DIRS & set(parts[:-1]):
+        return True
+    for node in path:
+        if isinstance(node, cst.FunctionDef) and node.name.value.startswith("test"):
+            return True
+        if isinstance(node, cst.ClassDef):
+            name = node.name.value
+            if name.startswith("Test") or name.endswith(("Test", "Tests", "TestCase")):
+                return True
+    return False
 
 
 def _iterates_data(
@@ -692,6 +774,7 @@ def _iterates_data(
     path: list[cst.CSTNode],
     anchor: cst.CSTNode,
     target: cst.BaseExpression | None,
+    few: int = _FEW_ITERATIONS,
 ) -> bool:
     if isinstance(iterable, (cst.Tuple, cst.List, cst.Set, cst.Dict, cst.SimpleString, cst.ConcatenatedString)):
         return False
@@ -708,13 +791,13 @@ def _iterates_data(
             constants = [_constant(a.value) for a in iterable.args]
             if constants and all(c is not None for c in constants):
                 span = range(*constants)  # type: ignore[arg-type]
-                return len(span) >= _FEW_ITERATIONS
+                return len(span) >= few
             return not any(_mentions_structure(a.value) for a in iterable.args)
         if resolved in _STRUCTURE_CALLS:
             if resolved.startswith("jax."):
                 return False
             return bool(iterable.args) and all(
-                _iterates_data(ctx, a.value, path, anchor, None) for a in iterable.args if a.keyword is None
+                _iterates_data(ctx, a.value, path, anchor, None, few) for a in iterable.args if a.keyword is None
             )
         return not _mentions_structure(iterable)
     return not _mentions_structure(iterable)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from jaxlint._callgraph import Mode, runs_many_times
+from jaxlint._callgraph import Mode, in_test, runs_many_times
 from jaxlint._context import FileContext, Loop
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec
 
@@ -58,7 +58,9 @@ def apply_finding(ctx: FileContext, found: ApplyCall, taken: set[str]) -> ApplyF
     if ctx.resolve(func.value, found.ancestors, anchor=found.call) is not None:
         return None  # `nn.apply(...)`, `hk.experimental...`: a library function, not a model
     path = [*found.ancestors, found.call]
-    many = [loop for loop in found.loops if runs_many_times(ctx, loop, path)]
+    if in_test(ctx, path):
+        return None  # a test's loops are checks, not hot paths
+    many = [loop for loop in found.loops if runs_many_times(ctx, loop, path, calls=True)]
     if not many:
         return None
     if ctx.calls.site_mode(found.call, found.ancestors) is not Mode.EAGER:

@@ -7,13 +7,15 @@ range(num_steps):`, `while ...:`) with a Module, an optimizer state or another l
 among its arguments: a training or evaluation step.
 
 It stays silent for calls made once or a few times (outside loops, in a loop over a short
-literal or a model's layers), for calls inside code that is itself traced (a function under
+literal, a `range` below 100, or a model's layers, under `if step % every == 0:`, in a search
+loop that returns, in tests), for calls inside code that is itself traced (a function under
 `jax.jit`, `eqx.filter_vmap`, `eqx.filter_grad`, `lax.scan`...: those calls are inlined into
 the outer trace, not dispatched), and when the arguments are plain arrays and scalars only.
 An argument counts as a large pytree when the code shows it: bound from an `eqx.nn` layer or a
 class of the file that subclasses `eqx.Module`, `eqx.nn.inference_mode`, `eqx.tree_at`,
 `eqx.partition`, `optimizer.init(...)`, a parameter annotated as a Module or pytree, or named
-like one (`model`, `params`, `opt_state`, `train_state`, `net`).
+like one (`model`, `params`, `opt_state`, `train_state`, `net`; a bare `state` only when a
+`for` loop's step gives it back).
 
 ## Why is this bad?
 
@@ -90,7 +92,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from jaxlint._callgraph import Mode, runs_many_times
+from jaxlint._callgraph import Mode, in_test, periodic, runs_many_times
 from jaxlint._context import FileContext, Loop
 from jaxlint._jaxapi import FILTER_JIT, PARTIAL, decorator_target
 from jaxlint._pytrees import Value, classify, is_large
@@ -189,9 +191,13 @@ class FilterJitPerCall(Rule):
         path = ctx.ancestors
         if ctx.jit.callee(node, path) not in FILTER_JIT:
             return
-        loops = [loop for loop in ctx.loops(node) if runs_many_times(ctx, loop, path)]
+        loops = [loop for loop in ctx.loops(node) if runs_many_times(ctx, loop, path, calls=True)]
         if not loops:
             return
+        if periodic([*path, node], loops[-1]):
+            return  # `if step % eval_every == 0:`: an occasional evaluation, not every step
+        if in_test(ctx, path):
+            return  # a test's loops are checks, not hot paths
         if isinstance(node.func, cst.Call) and node.func.args:
             made = node.func.args[0].value
             if isinstance(made, (cst.Lambda, cst.Call)):
@@ -230,13 +236,14 @@ class FilterJitPerCall(Rule):
             if name is not None and name in per_item:
                 continue  # a different object every iteration (`for model in models`)
             value = classify(self.ctx, expr, [*path, call, arg])
-            if is_large(value) or (value is Value.UNKNOWN and self._named_large(expr, call, path)):
+            if is_large(value) or (value is Value.UNKNOWN and self._named_large(expr, call, path, loop)):
                 found.append(self.ctx.module.code_for_node(expr))
         return found
 
-    def _named_large(self, expr: cst.BaseExpression, call: cst.Call, path: list[cst.CSTNode]) -> bool:
+    def _named_large(self, expr: cst.BaseExpression, call: cst.Call, path: list[cst.CSTNode], loop: Loop) -> bool:
         """Named like a model, its parameters or a training state; a bare `state` counts when
-        the step gives it back (`state, loss = step(state, batch)`)."""
+        the step gives it back (`state, loss = step(state, batch)`) in a `for` loop over data
+        or steps (in `while not done:`, it is more likely a solver's few scalars)."""
         if isinstance(expr, cst.Name):
             name = expr.value
         elif isinstance(expr, cst.Attribute):
@@ -249,7 +256,7 @@ class FilterJitPerCall(Rule):
             return True
         if "state" in words and ("opt" in words or "optimizer" in words or "train" in words):
             return True
-        if words[-1:] == ["state"] and isinstance(expr, cst.Name):
+        if words[-1:] == ["state"] and isinstance(expr, cst.Name) and not isinstance(loop, cst.While):
             return _rebinds(call, path, name)
         return False
 

@@ -7,7 +7,9 @@ a bound method (`jax.jit(self.step)` for a method of the enclosing class, a Flax
 `jax.jit(model.apply)`: each read of a method makes a new object), when the jitted function
 is also called in that iteration.
 
-It stays silent when the wrapped callable is the same object every iteration (a function
+It stays silent in tests and in benchmark functions (`@google_benchmark.register`,
+`def bench_*`: they time compiles on purpose), and when the wrapped callable is the same
+object every iteration (a function
 defined outside the loop, a parameter, a module's function, an attribute holding a
 function): jax keys its compile cache on the function object, so re-wrapping it costs a
 dictionary lookup, not a compile (`../shared/research/jax-facts.md` §3). `eqx.filter_jit`
@@ -68,7 +70,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from jaxlint import _jaxapi
-from jaxlint._callgraph import runs_many_times
+from jaxlint._callgraph import in_test, runs_many_times
 from jaxlint._context import FileContext, Loop
 from jaxlint._nodes import free_names, iter_subtree
 from jaxlint._rule import Applicability, Edit, Fix, Rule
@@ -217,6 +219,8 @@ class JitInLoop(Rule):
         path = [*wrap.ancestors, wrap.node]
         if not any(runs_many_times(self.ctx, loop, path) for loop in wrap.loops):
             return  # a literal table or a couple of iterations: tests, deliberate recompiles
+        if in_test(self.ctx, path) or self._in_benchmark(wrap.ancestors):
+            return  # tests and benchmarks of tracing and compiling recompile on purpose
         bound = set(self.ctx.loop_bindings(innermost))
         if isinstance(wrap.node, cst.Call) and any(free_names(a) & bound for a in wrap.node.args[1:]):
             return  # `in_axes=`/`static_argnums=` change per iteration: a new configuration each time
@@ -236,6 +240,22 @@ class JitInLoop(Rule):
         node = self._report_node(wrap)
         ancestors = wrap.ancestors if node is wrap.node else [*wrap.ancestors, wrap.node]
         self.report(node, _message(self.ctx.module, wrap), fix=fix, ancestors=ancestors)
+
+    def _in_benchmark(self, ancestors: Sequence[cst.CSTNode]) -> bool:
+        """Inside a benchmark function (`@google_benchmark.register`, `def bench_*`), whose
+        loop measures whatever it does, compiles included."""
+        for node in ancestors:
+            if not isinstance(node, cst.FunctionDef):
+                continue
+            if node.name.value.lower().startswith("bench"):
+                return True
+            for decorator in node.decorators:
+                expr = decorator.decorator
+                if isinstance(expr, cst.Call):
+                    expr = expr.func
+                if "benchmark" in self.ctx.module.code_for_node(expr).lower():
+                    return True
+        return False
 
     def _called_in(self, wrap: _Wrap) -> str | None:
         """Where the jitted function is called: "same" (in the iteration that made it),

@@ -17,8 +17,12 @@ function of a library is called from other files), called only from traced code,
 a method, named like setup code (`init_*`, `make_*`, `create_*`, `build_*`, `load_*`), or
 when its body would not survive jit: host I/O, `print`, `.item()`, `np.asarray`, mutation of
 outer objects, Python control flow on array values, `while` loops or loops over data, `try`,
-or calls into code jaxlint cannot see. Loops in tests are not hot paths, and loops over
-epochs, seeds, configurations or plot axes run a few times: silent too.
+or calls into code jaxlint cannot see. Loops in tests (test files, test functions) are not
+hot paths, and loops over epochs, seeds, configurations or plot axes, a literal `range` below
+100 (a demo's `range(10)` costs less eagerly than the compile would) and search loops that
+`return` at the first hit run a few times: silent too. A `def` nested in a function that
+itself runs once per iteration is left alone: jitting it there would compile it again on
+every outer call.
 
 ## Why is this bad?
 
@@ -90,7 +94,7 @@ import re
 
 import libcst as cst
 
-from jaxlint._callgraph import Function, Mode, Repeat
+from jaxlint._callgraph import Function, Mode, Repeat, in_test
 from jaxlint._context import FileContext
 from jaxlint._positions import positions
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
@@ -139,7 +143,7 @@ class MissingJit(Rule):
             inline = apply_finding(self.ctx, found, self._names)
             if inline is not None:
                 self.report(found.call, inline.message, fix=inline.fix, ancestors=found.ancestors)
-        if not self._defined & self._called_in_loops:
+        if not self._defined & self._called_in_loops or in_test(self.ctx, ()):
             return
         graph = self.ctx.calls
         candidates: dict[int, tuple[str, Jittability]] = {}
@@ -156,6 +160,8 @@ class MissingJit(Rule):
                 None,
             )
             if repeat is None:
+                continue
+            if self._rebuilt_per_call(function):
                 continue
             self.report(
                 function.node.name,
@@ -181,6 +187,15 @@ class MissingJit(Rule):
         if jittability.blockers:
             return None
         return work, jittability
+
+    def _rebuilt_per_call(self, function: Function) -> bool:
+        """Whether `function` is a `def` nested in a function that itself runs many times:
+        jitting it there would make a new jitted function, and a compile, per outer call."""
+        owner = function.owner
+        if not isinstance(owner, cst.FunctionDef):
+            return False
+        outer = self.ctx.calls.function(owner)
+        return outer is not None and bool(self.ctx.calls.repeats(outer))
 
     def _message(self, function: Function, work: str, repeat: Repeat, jittability: Jittability) -> str:
         loop = repeat.loop
