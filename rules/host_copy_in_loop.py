@@ -271,6 +271,9 @@ class HostCopyInLoop(Rule):
                 if consumer is not None and consumer.api in FILTER_JIT and not self._guarded(full, loop):
                     found = True
                     break
+                if _blocks(self.ctx, node, path) and not self._guarded(full, loop):
+                    found = True  # `jax.block_until_ready(out)`: a benchmark's deliberate wait
+                    break
                 copy = device.host_copy(node, path)
                 if copy is None or copy.kind == "print()":
                     continue
@@ -612,6 +615,14 @@ def _is_copy_spelling(call: cst.Call) -> bool:
     last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
     return last in ("array", "asarray", "asanyarray", "ascontiguousarray", "copy", "device_get", "item", "tolist",
                     "float", "int", "bool", "complex")
+
+
+def _blocks(ctx, call: cst.Call, path: list[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]
+    """`jax.block_until_ready(x)` or `x.block_until_ready()`."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "block_until_ready":
+        return ctx.resolve(func, path, anchor=call) in (None, "jax.block_until_ready")
+    return ctx.resolve(func, path, anchor=call) == "jax.block_until_ready"
 
 
 def _discarded(ancestors: list[cst.CSTNode], node: cst.Call) -> bool:
