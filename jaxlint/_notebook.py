@@ -1,13 +1,15 @@
 """Jupyter notebooks: lint the code cells as one module, report findings per cell.
 
-IPython syntax (`%magic`, `!shell`, `?help`) is not Python; such lines are replaced by `pass`
+IPython syntax (`%magic`, `!shell`, `?help`, automagic `pip install x`) is not Python; such lines are replaced by `pass`
 at the same indentation so line numbers and blocks stay intact. Fixes are not applied to
 notebooks (their JSON would have to be rewritten cell by cell); findings are reported.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from dataclasses import dataclass
 
 
@@ -37,9 +39,47 @@ class NotebookSource:
 _PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})
 
 
-def _is_ipython_syntax(line: str) -> bool:
+# Line magics and shell aliases that IPython's automagic (on by default) runs without a `%`.
+_AUTOMAGICS = frozenset(
+    {
+        "alias", "autoawait", "autocall", "automagic", "autoreload", "bookmark", "cat", "cd",
+        "clear", "colors", "conda", "config", "cp", "debug", "dhist", "dirs", "doctest_mode",
+        "ed", "edit", "env", "gui", "hist", "history", "killbgscripts", "ldir", "less",
+        "load", "load_ext", "loadpy", "logoff", "logon", "logstart", "logstate", "logstop",
+        "ls", "lsmagic", "lx", "macro", "magic", "mamba", "man", "matplotlib", "micromamba",
+        "mkdir", "more", "mv", "notebook", "page", "pastebin", "pdb", "pdef", "pdoc", "pfile",
+        "pinfo", "pinfo2", "pip", "popd", "pprint", "precision", "prun", "psearch", "psource",
+        "pushd", "pwd", "pycat", "pylab", "quickref", "recall", "rehashx", "reload_ext",
+        "rerun", "reset", "reset_selective", "rm", "rmdir", "run", "save", "sc", "set_env",
+        "store", "sx", "system", "tb", "time", "timeit", "unalias", "unload_ext", "uv", "who",
+        "who_ls", "whos", "xdel", "xmode",
+    }
+)  # fmt: skip
+
+
+_CAPTURED_MAGIC = re.compile(r"[A-Za-z_][\w.]*(\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*[!%]")
+
+
+def _is_ipython_syntax(line: str, automagic: bool) -> bool:
     stripped = line.lstrip()
-    return stripped.startswith(("%", "!")) or (stripped.endswith("?") and not stripped.startswith("#"))
+    if stripped.startswith(("%", "!")) or (stripped.endswith("?") and not stripped.startswith("#")):
+        return True
+    if _CAPTURED_MAGIC.match(stripped):
+        return True  # `files = !ls`, `t = %timeit -o f(x)`
+    return automagic and _is_automagic(stripped)
+
+
+def _is_automagic(stripped: str) -> bool:
+    """`timeit -n 5 f(x)`, `pip install jax`, `cd data`: a magic name, a space, then text
+    that is not Python. `time = 3` or `run(x)` stay Python, as IPython keeps them."""
+    name, space, rest = stripped.partition(" ")
+    if not space or name not in _AUTOMAGICS or not rest.strip():
+        return False
+    try:
+        compile(stripped, "<cell line>", "exec")
+    except SyntaxError:
+        return True
+    return False
 
 
 def _strip_leading_indent(lines: list[str]) -> list[str]:
@@ -76,19 +116,37 @@ def read_notebook(data: bytes) -> NotebookSource:
         if not isinstance(source, str):
             raise NotebookError(f"broken notebook: cell {number} has no source text")
         cell_lines = _strip_leading_indent(source.splitlines())
-        first = cell_lines[0].strip() if cell_lines else ""
-        foreign = first.startswith("%%") and first[2:].split(" ", 1)[0] not in _PYTHON_CELL_MAGICS
-        continued = False
-        for index, line in enumerate(cell_lines, start=1):
-            if foreign:
-                line = ""  # `%%bash`, `%%writefile`...: the cell is not Python
-            elif continued:
-                continued = line.endswith("\\")
-                line = ""  # the rest of a `!cmd \` shell line
-            elif _is_ipython_syntax(line):
-                continued = line.endswith("\\")
-                indent = line[: len(line) - len(line.lstrip())]
-                line = f"{indent}pass"
-            lines.append(line)
-            origins.append((number, index))
+        masked = _mask_cell(cell_lines, automagic=False)
+        if not _parses("\n".join(masked)):
+            # Only then look for automagic: `cd ,` inside a bracket is Python, not a magic.
+            masked = _mask_cell(cell_lines, automagic=True)
+        lines.extend(masked)
+        origins.extend((number, index) for index in range(1, len(masked) + 1))
     return NotebookSource("\n".join(lines) + ("\n" if lines else ""), tuple(origins))
+
+
+def _mask_cell(cell_lines: list[str], automagic: bool) -> list[str]:
+    """The cell's lines with IPython-only lines blanked or replaced by `pass`."""
+    first = cell_lines[0].strip() if cell_lines else ""
+    if first.startswith("%%") and first[2:].split(" ", 1)[0] not in _PYTHON_CELL_MAGICS:
+        return [""] * len(cell_lines)  # `%%bash`, `%%writefile`...: the cell is not Python
+    masked: list[str] = []
+    continued = False
+    for line in cell_lines:
+        if continued:
+            continued = line.endswith("\\")
+            line = ""  # the rest of a `!cmd \` shell line
+        elif _is_ipython_syntax(line, automagic):
+            continued = line.endswith("\\")
+            indent = line[: len(line) - len(line.lstrip())]
+            line = f"{indent}pass"
+        masked.append(line)
+    return masked
+
+
+def _parses(code: str) -> bool:
+    try:
+        compile(code, "<cell>", "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    except (SyntaxError, ValueError):
+        return False
+    return True

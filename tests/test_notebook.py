@@ -89,3 +89,15 @@ def test_findings_are_ordered_by_cell() -> None:
 def test_an_indented_cell_is_dedented_as_ipython_does() -> None:
     source = read_notebook(_notebook(("code", "  import jax\n  x = jax.numpy.zeros(3)\n")))
     assert source.text.splitlines() == ["import jax", "x = jax.numpy.zeros(3)"]
+
+
+def test_automagic_lines_without_percent_are_masked() -> None:
+    cell = "timeit -n 5 f(x)\npip install equinox\ncd data\ntime = 3\nrun(x)\nls\nout = !nvidia-smi\n"
+    source = read_notebook(_notebook(("code", cell)))
+    assert source.text.splitlines() == ["pass", "pass", "pass", "time = 3", "run(x)", "ls", "pass"]
+
+
+def test_a_magic_name_inside_python_is_left_alone() -> None:
+    cell = "total = sum([\n    time ,\n    cd + 1,\n])\n"
+    source = read_notebook(_notebook(("code", cell)))
+    assert source.text.splitlines() == cell.splitlines()
