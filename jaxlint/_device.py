@@ -297,20 +297,11 @@ class DeviceIndex:
         return False
 
     def in_test(self, ancestors: Sequence[cst.CSTNode] | None = None) -> bool:
-        """Whether code at `ancestors` is test code, which is no hot path: a file named like a
-        test (`test_*.py`, `*_test.py`, `conftest.py`, or under a `tests`/`test` folder), a
-        `test*` function, or a method of a `Test*`/`*Test`/`*Tests`/`*TestCase` class."""
-        if _is_test_path(self.ctx.path):
-            return True
-        path = self.ctx.ancestors if ancestors is None else ancestors
-        for node in path:
-            if isinstance(node, cst.FunctionDef) and node.name.value.startswith("test"):
-                return True
-            if isinstance(node, cst.ClassDef):
-                name = node.name.value
-                if name.startswith("Test") or name.endswith(("Test", "Tests", "TestCase")):
-                    return True
-        return False
+        """Whether code at `ancestors` is test code, which is no hot path (`_callgraph.in_test`:
+        a test file or folder, a `test*` function, a method of a test class)."""
+        from ._callgraph import in_test
+
+        return in_test(self.ctx, list(self.ctx.ancestors if ancestors is None else ancestors))
 
     def _transformed(self) -> frozenset[str]:
         """Names of functions handed to a JAX transformation anywhere in the file."""
@@ -922,15 +913,6 @@ def _is_string(expr: cst.BaseExpression) -> bool:
         ):
             return True
     return False
-
-
-def _is_test_path(path: str) -> bool:
-    parts = path.replace("\\", "/").split("/")
-    base = parts[-1]
-    stem = base.rsplit(".", 1)[0]
-    if stem.startswith("test_") or stem.endswith("_test") or stem == "conftest":
-        return True
-    return any(part in ("tests", "test") for part in parts[:-1])
 
 
 def _set(state: State, names: object, device: bool) -> State:
