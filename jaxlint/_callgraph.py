@@ -832,7 +832,10 @@ def _mentions_structure(expr: cst.CSTNode) -> bool:
             lowered = text.lower()
             if any(word in lowered for word in _STRUCTURE_WORDS):
                 return True
-            tokens = {t[:-1] if t.endswith("s") and len(t) > 3 else t for t in _TOKEN.findall(lowered)}
+            words = _TOKEN.findall(lowered)
+            if "per" in words:
+                words = words[: words.index("per")]  # `steps_per_epoch` counts steps, not epochs
+            tokens = {t[:-1] if t.endswith("s") and len(t) > 3 else t for t in words}
             if tokens & _FEW_TOKENS:
                 return True
         stack.extend(iter_children(node))

@@ -8,7 +8,8 @@ among its arguments: a training or evaluation step.
 
 It stays silent for calls made once or a few times (outside loops, in a loop over a short
 literal, a `range` below 100, or a model's layers, under `if step % every == 0:`, in a search
-loop that returns, in tests), for calls inside code that is itself traced (a function under
+loop that returns, in tests; in a `while not done:` loop only a Module argument counts: a
+solver's state is a few arrays), for calls inside code that is itself traced (a function under
 `jax.jit`, `eqx.filter_vmap`, `eqx.filter_grad`, `lax.scan`...: those calls are inlined into
 the outer trace, not dispatched), and when the arguments are plain arrays and scalars only.
 An argument counts as a large pytree when the code shows it: bound from an `eqx.nn` layer or a
@@ -236,6 +237,8 @@ class FilterJitPerCall(Rule):
             if name is not None and name in per_item:
                 continue  # a different object every iteration (`for model in models`)
             value = classify(self.ctx, expr, [*path, call, arg])
+            if _until_flag(loop) and value is not Value.MODULE:
+                continue  # `while not done:`: an iterative solver's state, a few arrays
             if is_large(value) or (value is Value.UNKNOWN and self._named_large(expr, call, path, loop)):
                 found.append(self.ctx.module.code_for_node(expr))
         return found
@@ -325,6 +328,17 @@ def _comp_fors(node: cst.CSTNode) -> list[cst.CompFor]:
         found.append(comp_for)
         comp_for = comp_for.inner_for_in
     return found
+
+
+def _until_flag(loop: Loop) -> bool:
+    """`while not done:`, `while running:`: a loop until a flag flips (an iterative solver or
+    an interactive search), not a count of training steps (`while step < n:`, `while True:`)."""
+    if not isinstance(loop, cst.While):
+        return False
+    test = loop.test
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    return isinstance(test, (cst.Name, cst.Attribute)) and not (isinstance(test, cst.Name) and test.value == "True")
 
 
 def _rebinds(call: cst.Call, path: Sequence[cst.CSTNode], name: str) -> bool:
