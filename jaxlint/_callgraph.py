@@ -699,7 +699,7 @@ def runs_many_times(ctx: FileContext, loop: Loop, path: Sequence[cst.CSTNode], *
     `calls`: judge it for a per-call cost (eager dispatch, a wrapper's Python overhead)
     rather than a compile per iteration: a literal `range` below `FEW_CALLS` is few, and so
     is a search loop, one whose body returns from the function (it stops at the first hit)."""
-    if calls and isinstance(loop, (cst.For, cst.While)) and _returns(loop):
+    if calls and isinstance(loop, (cst.For, cst.While)) and (_returns(loop) or _plots(ctx, loop)):
         return False
     if isinstance(loop, cst.While):
         return not isinstance(loop.test, (cst.Integer, cst.SimpleString))
@@ -724,6 +724,20 @@ def _returns(loop: cst.For | cst.While) -> bool:
         if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
             continue
         stack.extend(iter_children(node))
+    return False
+
+
+def _plots(ctx: FileContext, loop: cst.For | cst.While) -> bool:
+    """Whether the loop's body draws with matplotlib (`plt.plot(...)` per iteration): one
+    curve or panel per iteration, a handful of them."""
+    imports = ctx._module_scope.imports  # noqa: SLF001 - engine-internal
+    for node in iter_subtree_no_scopes(loop.body):
+        if isinstance(node, cst.Call):
+            root = node.func
+            while isinstance(root, cst.Attribute):
+                root = root.value
+            if isinstance(root, cst.Name) and (imports.get(root.value) or "").startswith("matplotlib"):
+                return True
     return False
 
 
@@ -789,6 +803,8 @@ def _iterates_data(
             resolved = func.value  # builtins: range, zip, enumerate...
         if resolved == "range":
             constants = [_constant(a.value) for a in iterable.args]
+            if few > _FEW_ITERATIONS:
+                constants = [c if c is not None else _small_parameter(ctx, a.value, path) for c, a in zip(constants, iterable.args)]
             if constants and all(c is not None for c in constants):
                 span = range(*constants)  # type: ignore[arg-type]
                 return len(span) >= few
@@ -801,6 +817,49 @@ def _iterates_data(
             )
         return not _mentions_structure(iterable)
     return not _mentions_structure(iterable)
+
+
+def _small_parameter(ctx: FileContext, expr: cst.BaseExpression, path: Sequence[cst.CSTNode]) -> int | None:
+    """The largest value `expr` takes when it is a parameter of the function around it (or
+    one plus or minus a constant) with an integer default that every call of the function in
+    the file leaves alone or gives an integer literal: `def nmf(x, maxiter=10)` called as
+    `nmf(x, maxiter=30)`. None when it may take other values."""
+    offset = 0
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
+        step = _constant(expr.right)
+        if step is None:
+            return None
+        offset = step if isinstance(expr.operator, cst.Add) else -step
+        expr = expr.left
+    if not isinstance(expr, cst.Name):
+        return None
+    def_node = next((n for n in reversed(path) if isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef))), None)
+    if not isinstance(def_node, cst.FunctionDef):
+        return None
+    function = ctx.calls.function(def_node)
+    if function is None or not function.trusted or function.uses:
+        return None
+    params = def_node.params
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    param = next((p for p in (*params.params, *params.kwonly_params) if p.name.value == expr.value), None)
+    if param is None or param.default is None or (value := _constant(param.default)) is None:
+        return None
+    for node in iter_subtree_no_scopes(def_node.body):
+        if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
+            if expr.value in target_names(node.target):
+                return None  # rebound in the body
+    values = [value]
+    for site in function.sites:
+        for index, arg in enumerate(site.call.args):
+            if arg.star:
+                return None
+            name = arg.keyword.value if arg.keyword is not None else (positional[index] if index < len(positional) else None)
+            if name == expr.value:
+                passed = _constant(arg.value)
+                if passed is None:
+                    return None
+                values.append(passed)
+    return max(values) + offset
 
 
 def _constant(expr: cst.BaseExpression) -> int | None:

@@ -22,7 +22,9 @@ hot paths, and loops over epochs, seeds, configurations or plot axes, a literal 
 100 (a demo's `range(10)` costs less eagerly than the compile would) and search loops that
 `return` at the first hit run a few times: silent too. A `def` nested in a function that
 itself runs once per iteration is left alone: jitting it there would compile it again on
-every outer call.
+every outer call, and so is a function whose static parameters (shapes, `if` tests) the loop
+passes a new value each iteration (`for n in sizes: sample(key, n)`): jit would compile on every
+iteration.
 
 ## Why is this bad?
 
@@ -96,6 +98,7 @@ import libcst as cst
 
 from jaxlint._callgraph import Function, Mode, Repeat, in_test
 from jaxlint._context import FileContext
+from jaxlint._nodes import free_names
 from jaxlint._positions import positions
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
 
@@ -156,7 +159,12 @@ class MissingJit(Rule):
                 continue
             work, jittability = candidates[id(function.node)]
             repeat = next(
-                (r for r in graph.repeats(function) if not any(id(f.node) in candidates for f in r.chain)),
+                (
+                    r
+                    for r in graph.repeats(function)
+                    if not any(id(f.node) in candidates for f in r.chain)
+                    and not self._static_per_iteration(function, jittability, r)
+                ),
                 None,
             )
             if repeat is None:
@@ -187,6 +195,22 @@ class MissingJit(Rule):
         if jittability.blockers:
             return None
         return work, jittability
+
+    def _static_per_iteration(self, function: Function, jittability: Jittability, repeat: Repeat) -> bool:
+        """Whether the loop passes a value it binds (`for n in sizes: sample(key, n)`) to a
+        parameter that jit would make static (a shape, an `if` test): a compile per iteration,
+        which saves nothing over running eagerly."""
+        if repeat.chain or not jittability.statics:
+            return False
+        bound = self.ctx.loop_bindings(repeat.loop)
+        positional = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
+        for index, arg in enumerate(repeat.site.call.args):
+            if arg.star:
+                return False
+            name = arg.keyword.value if arg.keyword is not None else (positional[index] if index < len(positional) else None)
+            if name in jittability.statics and free_names(arg.value) & bound:
+                return True
+        return False
 
     def _rebuilt_per_call(self, function: Function) -> bool:
         """Whether `function` is a `def` nested in a function that itself runs many times:
