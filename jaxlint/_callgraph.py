@@ -559,7 +559,7 @@ class CallGraph:
             many = [
                 loop
                 for loop in self.ctx.loops(site.call, site.path)
-                if runs_many_times(self.ctx, loop, site.path, calls=True)
+                if runs_many_times(self.ctx, loop, site.path, calls=True, searches=True)
             ]
             if many:
                 found.append(Repeat(many[-1], site, chain))
@@ -690,17 +690,24 @@ def iter_subtree_no_scopes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
     return iter_subtree(root, into_scopes=False)
 
 
-def runs_many_times(ctx: FileContext, loop: Loop, path: Sequence[cst.CSTNode], *, calls: bool = False) -> bool:
+def runs_many_times(
+    ctx: FileContext, loop: Loop, path: Sequence[cst.CSTNode], *, calls: bool = False, searches: bool = False
+) -> bool:
     """Whether `loop` plausibly runs many times over data (batches, steps, examples), not a
     few times over a literal table, a small constant `range`, or a model's parts (layers,
     parameter dicts, pytree leaves, devices). `path` is a path through the loop (ancestors
     of something inside it).
 
     `calls`: judge it for a per-call cost (eager dispatch, a wrapper's Python overhead)
-    rather than a compile per iteration: a literal `range` below `FEW_CALLS` is few, and so
-    is a search loop, one whose body returns from the function (it stops at the first hit)."""
-    if calls and isinstance(loop, (cst.For, cst.While)) and (_returns(loop) or _plots(ctx, loop)):
-        return False
+    rather than a compile per iteration: a literal `range` below `FEW_CALLS` (or a parameter
+    every caller sets below it) is few, and so is a loop drawing with matplotlib.
+    `searches`: a loop whose body returns from the function stops at its first hit: few
+    (not for training steps, where a `return` at the step limit is common)."""
+    if isinstance(loop, (cst.For, cst.While)):
+        if calls and _plots(ctx, loop):
+            return False
+        if searches and _returns(loop):
+            return False
     if isinstance(loop, cst.While):
         return not isinstance(loop.test, (cst.Integer, cst.SimpleString))
     if isinstance(loop, cst.For):

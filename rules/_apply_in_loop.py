@@ -60,7 +60,7 @@ def apply_finding(ctx: FileContext, found: ApplyCall, taken: set[str]) -> ApplyF
     path = [*found.ancestors, found.call]
     if in_test(ctx, path):
         return None  # a test's loops are checks, not hot paths
-    many = [loop for loop in found.loops if runs_many_times(ctx, loop, path, calls=True)]
+    many = [loop for loop in found.loops if runs_many_times(ctx, loop, path, calls=True, searches=True)]
     if not many:
         return None
     if ctx.calls.site_mode(found.call, found.ancestors) is not Mode.EAGER:

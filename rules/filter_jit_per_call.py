@@ -7,9 +7,9 @@ range(num_steps):`, `while ...:`) with a Module, an optimizer state or another l
 among its arguments: a training or evaluation step.
 
 It stays silent for calls made once or a few times (outside loops, in a loop over a short
-literal, a `range` below 100, or a model's layers, under `if step % every == 0:`, in a search
-loop that returns, in tests; in a `while not done:` loop only a Module argument counts: a
-solver's state is a few arrays), for calls inside code that is itself traced (a function under
+literal, a `range` below 100, or a model's layers, under `if step % every == 0:`, in tests;
+in a `while not done:` loop only a Module argument counts: a solver's state is a few
+arrays), for calls inside code that is itself traced (a function under
 `jax.jit`, `eqx.filter_vmap`, `eqx.filter_grad`, `lax.scan`...: those calls are inlined into
 the outer trace, not dispatched), and when the arguments are plain arrays and scalars only.
 An argument counts as a large pytree when the code shows it: bound from an `eqx.nn` layer or a
