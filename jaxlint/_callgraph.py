@@ -699,8 +699,8 @@ def runs_many_times(
     of something inside it).
 
     `calls`: judge it for a per-call cost (eager dispatch, a wrapper's Python overhead)
-    rather than a compile per iteration: a literal `range` below `FEW_CALLS` (or a parameter
-    every caller sets below it) is few, and so is a loop drawing with matplotlib.
+    rather than a compile per iteration: a literal `range` below `FEW_CALLS` is few, and so
+    is a loop drawing with matplotlib.
     `searches`: a loop whose body returns from the function stops at its first hit: few
     (not for training steps, where a `return` at the step limit is common)."""
     if isinstance(loop, (cst.For, cst.While)):
@@ -810,8 +810,6 @@ def _iterates_data(
             resolved = func.value  # builtins: range, zip, enumerate...
         if resolved == "range":
             constants = [_constant(a.value) for a in iterable.args]
-            if few > _FEW_ITERATIONS:
-                constants = [c if c is not None else _small_parameter(ctx, a.value, path) for c, a in zip(constants, iterable.args)]
             if constants and all(c is not None for c in constants):
                 span = range(*constants)  # type: ignore[arg-type]
                 return len(span) >= few
@@ -824,49 +822,6 @@ def _iterates_data(
             )
         return not _mentions_structure(iterable)
     return not _mentions_structure(iterable)
-
-
-def _small_parameter(ctx: FileContext, expr: cst.BaseExpression, path: Sequence[cst.CSTNode]) -> int | None:
-    """The largest value `expr` takes when it is a parameter of the function around it (or
-    one plus or minus a constant) with an integer default that every call of the function in
-    the file leaves alone or gives an integer literal: `def nmf(x, maxiter=10)` called as
-    `nmf(x, maxiter=30)`. None when it may take other values."""
-    offset = 0
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
-        step = _constant(expr.right)
-        if step is None:
-            return None
-        offset = step if isinstance(expr.operator, cst.Add) else -step
-        expr = expr.left
-    if not isinstance(expr, cst.Name):
-        return None
-    def_node = next((n for n in reversed(path) if isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef))), None)
-    if not isinstance(def_node, cst.FunctionDef):
-        return None
-    function = ctx.calls.function(def_node)
-    if function is None or not function.trusted or function.uses:
-        return None
-    params = def_node.params
-    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
-    param = next((p for p in (*params.params, *params.kwonly_params) if p.name.value == expr.value), None)
-    if param is None or param.default is None or (value := _constant(param.default)) is None:
-        return None
-    for node in iter_subtree_no_scopes(def_node.body):
-        if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
-            if expr.value in target_names(node.target):
-                return None  # rebound in the body
-    values = [value]
-    for site in function.sites:
-        for index, arg in enumerate(site.call.args):
-            if arg.star:
-                return None
-            name = arg.keyword.value if arg.keyword is not None else (positional[index] if index < len(positional) else None)
-            if name == expr.value:
-                passed = _constant(arg.value)
-                if passed is None:
-                    return None
-                values.append(passed)
-    return max(values) + offset
 
 
 def _constant(expr: cst.BaseExpression) -> int | None:
