@@ -24,6 +24,8 @@ The questions it answers:
 from __future__ import annotations
 
 import enum
+import functools as ft
+import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -776,8 +778,7 @@ def _has_modulo(expr: cst.CSTNode) -> bool:
 def in_test(ctx: FileContext, path: Sequence[cst.CSTNode]) -> bool:
     """Whether code at `path` is test code: a test file (`test_*.py`, `*_test.py`, under a
     `tests/` folder), or inside a test function or a method of a test class."""
-    parts = re.split(r"[\\/]", ctx.path)
-    if _TEST_FILE.match(parts[-1]) or _TEST_DIRS & set(parts[:-1]):
+    if _test_file(ctx.path, os.getcwd()):
         return True
     for node in path:
         if isinstance(node, cst.FunctionDef) and node.name.value.startswith("test"):
@@ -787,6 +788,25 @@ def in_test(ctx: FileContext, path: Sequence[cst.CSTNode]) -> bool:
             if name.startswith("Test") or name.endswith(("Test", "Tests", "TestCase")):
                 return True
     return False
+
+
+@ft.lru_cache(maxsize=256)
+def _test_file(file_path: str, cwd: str) -> bool:
+    """A test file, or a file under a `tests/` folder of the project. Folders above the
+    current directory, or more than two levels up from the file, do not count: a checkout
+    under `/home/me/tests/` is not test code."""
+    parts = re.split(r"[\\/]", file_path)
+    if _TEST_FILE.match(parts[-1]):
+        return True
+    try:
+        relative = os.path.relpath(os.path.join(cwd, file_path), cwd)
+    except ValueError:  # another drive on Windows
+        relative = os.pardir
+    if relative.startswith(os.pardir):
+        folders = parts[-3:-1]
+    else:
+        folders = re.split(r"[\\/]", relative)[:-1]
+    return bool(_TEST_DIRS & set(folders))
 
 
 def _iterates_data(
@@ -833,9 +853,19 @@ def _constant(expr: cst.BaseExpression) -> int | None:
     return None
 
 
-def _mentions_structure(expr: cst.CSTNode) -> bool:
-    """Whether a name or attribute in `expr` names a model part (`layers`, `num_heads`), or
-    something there are few of (`epochs`, `seeds`, `configs`, plot axes)."""
+def counts_few_things(loop: Loop) -> bool:
+    """Whether a `for` loop's target or iterable names something there are few of
+    (`for epoch in range(num_epochs)`, `for _ in range(FLAGS.num_runs)`, `for seed in
+    seeds`): an iteration is a whole epoch, run or experiment."""
+    if not isinstance(loop, cst.For):
+        return False
+    return _mentions_structure(loop.target, parts=False) or _mentions_structure(loop.iter, parts=False)
+
+
+def _mentions_structure(expr: cst.CSTNode, *, parts: bool = True) -> bool:
+    """Whether a name or attribute in `expr` names a model part (`layers`, `num_heads`;
+    only with `parts`), or something there are few of (`epochs`, `seeds`, `configs`, plot
+    axes)."""
     stack = [expr]
     while stack:
         node = stack.pop()
@@ -851,7 +881,7 @@ def _mentions_structure(expr: cst.CSTNode) -> bool:
             text = node.value
         if text is not None:
             lowered = text.lower()
-            if any(word in lowered for word in _STRUCTURE_WORDS):
+            if parts and any(word in lowered for word in _STRUCTURE_WORDS):
                 return True
             words = _TOKEN.findall(lowered)
             if "per" in words:

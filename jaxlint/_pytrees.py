@@ -58,7 +58,7 @@ _LIKE_ARGUMENT = {
 _PYTREE_TUPLES = frozenset({"equinox.partition", "jax.tree_util.tree_flatten"})
 _ARRAY_MODULES = ("jax.numpy.", "jax.random.", "jax.lax.", "jax.nn.", "numpy.", "jax.scipy.")
 _ARRAY_ANNOTATIONS = ("jax.Array", "jax.numpy.ndarray", "numpy.ndarray", "jaxtyping.")
-_OPTIMIZER_NAMES = frozenset({"opt", "optim", "optimizer", "optimiser", "tx", "solver"})
+_OPTIMIZER_NAMES = frozenset({"opt", "optim", "optimizer", "optimiser", "tx"})  # optimistix/jaxopt `solver.init` states are a few arrays
 _SCALAR_BUILTINS = frozenset({"int", "float", "bool", "str", "len", "complex"})
 
 

@@ -85,6 +85,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from jaxlint._callgraph import counts_few_things
 from jaxlint._context import Loop
 from jaxlint._device import HostCopy
 from jaxlint._jaxapi import FILTER_JIT
@@ -194,7 +195,7 @@ class HostCopyInLoop(Rule):
         if ctx.device.is_traced(ctx.ancestors) or _periodic_guard(path, loops[0]) or ctx.device.in_test(path):
             return None
         for loop in reversed(loops):
-            if _per_epoch(loop):
+            if counts_few_things(loop):
                 return None
             if self._excused(node, loop, path):
                 return None
@@ -637,14 +638,6 @@ def _periodic_guard(path: list[cst.CSTNode], outermost: Loop) -> bool:
         if isinstance(parent, cst.If) and child is not parent.test and _is_periodic(parent.test):
             return True
     return False
-
-
-def _per_epoch(loop: Loop) -> bool:
-    """`for epoch in range(num_epochs):`: the work of an iteration is a whole epoch."""
-    if not isinstance(loop, cst.For):
-        return False
-    names = free_names(loop.target) | free_names(loop.iter)
-    return any("epoch" in name.lower() for name in names)
 
 
 def _converts(ctx, test: cst.BaseExpression, path: list[cst.CSTNode], loop: Loop) -> bool:  # type: ignore[no-untyped-def]

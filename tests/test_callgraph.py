@@ -252,3 +252,14 @@ def test_runs_many_times(loop: str, many: bool) -> None:
     ctx = _context(source)
     node = ctx.module.body[-1]
     assert runs_many_times(ctx, node, [ctx.module, node]) is many  # type: ignore[arg-type]
+
+
+def test_test_folders_count_only_inside_the_project() -> None:
+    from jaxlint._callgraph import _test_file
+
+    assert _test_file("/work/tests/checkout/tests/helpers.py", "/work")
+    assert _test_file("/work/tests/checkout/src/test_model.py", "/work")
+    assert _test_file("tests/checkout/src/model.py", "/work")
+    # Outside the current directory, a `tests` folder far above the file is not the project's.
+    assert not _test_file("/elsewhere/tests/checkout/src/pkg/train.py", "/work")
+    assert _test_file("/elsewhere/checkout/tests/unit/helpers.py", "/work")
