@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import _jaxapi
+from ._jaxapi import HOST_METHODS, is_host_copy
 from ._scope import dotted_name, target_names
 from ._walk import iter_children
 
@@ -49,6 +50,7 @@ __all__ = [
     "Mode",
     "Repeat",
     "Site",
+    "counts_few_things",
     "in_test",
     "is_host_copy",
     "periodic",
@@ -126,11 +128,6 @@ _FEW_ITERATIONS = 8  # a literal `range(n)` below this is setup, a sweep or a te
 FEW_CALLS = 100
 _TEST_DIRS = frozenset({"test", "tests", "testing"})
 _TEST_FILE = re.compile(r"^(test_.*|.*_tests?|conftest)\.(py|ipynb)$")
-# Methods of `jax.Array` and calls that copy device values to the host (or wait for them).
-HOST_METHODS = frozenset({"item", "tolist", "__array__", "block_until_ready"})
-_HOST_COPIES = frozenset(
-    {"jax.device_get", "numpy.asarray", "numpy.array", "numpy.asanyarray", "numpy.ascontiguousarray", "numpy.copy"}
-)
 # Methods of containers and files, not calls of a Module.
 _CONTAINER_METHODS = frozenset(
     {
@@ -151,11 +148,6 @@ _NOT_COMPUTE = frozenset(
         "convert_element_type", "stop_gradient", "device_put",
     }
 )  # fmt: skip
-
-
-def is_host_copy(qualified_name: str) -> bool:
-    """Whether calling `qualified_name` copies its array arguments to the host."""
-    return qualified_name in _HOST_COPIES or qualified_name.startswith("numpy.testing.")
 
 
 class Mode(enum.Enum):

@@ -64,15 +64,10 @@ _JNP_HOST_RESULTS = frozenset(
 )  # fmt: skip
 # Calls that copy their array argument to the host: qualified name -> how it is spelled.
 HOST_COPY_FUNCTIONS = {
-    "numpy.array": "np.array",
-    "numpy.asarray": "np.asarray",
-    "numpy.asanyarray": "np.asanyarray",
-    "numpy.ascontiguousarray": "np.ascontiguousarray",
-    "numpy.copy": "np.copy",
-    "jax.device_get": "jax.device_get",
+    name: name.replace("numpy.", "np.", 1) for name in sorted(_jaxapi.HOST_COPIES)
 }
 # Builtins that convert a jax.Array to a Python value (and so wait for it and copy it).
-HOST_CONVERSION_BUILTINS = frozenset({"float", "int", "bool", "complex", "str", "repr", "format"})
+HOST_CONVERSION_BUILTINS = _jaxapi.HOST_BUILTINS - {"print"}
 # Builtins whose result holds the device values of their arguments.
 _PASSING_BUILTINS = frozenset({"list", "tuple", "reversed", "iter", "sum", "max", "min", "abs", "sorted", "next"})
 _TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map", "equinox.filter"})
