@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Binding", "BindingIndex", "Kind"]
 
-_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
@@ -70,28 +69,8 @@ class BindingIndex:
 
     def scope_of(self, name: str, path: Sequence[cst.CSTNode]) -> cst.CSTNode | None:
         """The def, lambda, class, comprehension or module that binds `name` as read at the
-        end of `path` (Python's lookup order, as `FileContext.resolve` uses); None for a
-        builtin or an undefined name."""
-        innermost = True
-        for index in range(len(path) - 2, -1, -1):
-            node, child = path[index], path[index + 1]
-            if isinstance(node, _SCOPES):
-                if child is not node.body:
-                    continue
-                if isinstance(node, cst.ClassDef) and not innermost:
-                    continue
-            elif isinstance(node, _COMPREHENSIONS):
-                first = node.for_in
-                if child is first and index + 2 < len(path) and path[index + 2] is first.iter:
-                    continue
-            else:
-                continue
-            innermost = False
-            if self.ctx._scope_of(node).lookup(name)[0]:  # noqa: SLF001 - engine-internal
-                return node
-        if self.ctx._module_scope.lookup(name)[0]:  # noqa: SLF001
-            return self.ctx.module
-        return None
+        end of `path`; None for a builtin or an undefined name."""
+        return self.ctx.binding_owner(name, path)
 
     def of(self, name: str, path: Sequence[cst.CSTNode]) -> list[Binding]:
         """Every binding of `name` in the scope a read of it at the end of `path` resolves

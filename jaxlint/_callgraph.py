@@ -319,18 +319,7 @@ class CallGraph:
     ) -> bool:
         """Whether `name`, read at `anchor`, refers to `target`'s def (it is not shadowed by
         a parameter or local of a function in between)."""
-        full = [*path, anchor]
-        for index in range(len(full) - 2, -1, -1):
-            node, child = full[index], full[index + 1]
-            if isinstance(node, (cst.FunctionDef, cst.Lambda)) and child is node.body:
-                if node is target.owner:
-                    return True
-                if self.ctx._scope_of(node).lookup(name)[0]:  # noqa: SLF001
-                    return False
-            elif isinstance(node, _COMPREHENSIONS):
-                if name in {n for f in _comp_fors(node) for n in target_names(f.target)}:
-                    return False
-        return isinstance(target.owner, cst.Module)
+        return self.ctx.binding_owner(name, [*path, anchor]) is target.owner
 
     # -- questions -----------------------------------------------------------------------
 

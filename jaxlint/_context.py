@@ -132,10 +132,17 @@ class FileContext:
         return None if scope is None else scope.lookup(head)[1]
 
     def _binding_scope(self, head: str, path: Sequence[cst.CSTNode]) -> Scope | None:
-        """The innermost scope that binds `head` as seen from the end of `path`, in Python's
-        scoping order: a def's decorators, defaults and annotations, a class's bases and a
-        comprehension's first iterable belong to the enclosing scope; class bodies are
-        invisible to the functions and comprehensions inside them."""
+        owner = self.binding_owner(head, path)
+        if owner is None:
+            return None
+        return self._module_scope if owner is self.module else self._scope_of(owner)
+
+    def binding_owner(self, name: str, path: Sequence[cst.CSTNode]) -> cst.CSTNode | None:
+        """The def, lambda, class, comprehension or module whose scope binds `name` as read at
+        the end of `path`; None for a builtin or an undefined name. Python's scoping order:
+        a def's decorators, defaults and annotations, a class's bases and a comprehension's
+        first iterable belong to the enclosing scope; class bodies are invisible to the
+        functions and comprehensions inside them."""
         innermost = True
         for index in range(len(path) - 2, -1, -1):
             node, child = path[index], path[index + 1]
@@ -151,10 +158,9 @@ class FileContext:
             else:
                 continue
             innermost = False
-            scope = self._scope_of(node)
-            if scope.lookup(head)[0]:
-                return scope
-        return self._module_scope if self._module_scope.lookup(head)[0] else None
+            if self._scope_of(node).lookup(name)[0]:
+                return node
+        return self.module if self._module_scope.lookup(name)[0] else None
 
     def resolve_call(self, call: cst.Call) -> str | None:
         """The qualified name of the function `call` calls, if it is an imported name.
