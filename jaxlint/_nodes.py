@@ -11,6 +11,7 @@ from ._walk import iter_children
 
 
 __all__ = [
+    "loop_header",
     "assigns_name",
     "attribute_path",
     "contains_exit",
@@ -175,3 +176,17 @@ def render_path(root: str, steps: tuple[PathStep, ...]) -> str:
     for kind, value in steps:
         out += f".{value}" if kind == "attr" else f"[{value}]"
     return out
+
+
+def loop_header(loop: cst.CSTNode) -> str:
+    """How a message names a loop: `` `for batch in loader` `` (whitespace collapsed, cut at
+    60 characters), `` `while step < n` ``, or "a comprehension"."""
+    code = cst.Module([]).code_for_node
+    if isinstance(loop, cst.For):
+        text = f"for {code(loop.target)} in {code(loop.iter)}"
+    elif isinstance(loop, cst.While):
+        text = f"while {code(loop.test)}"
+    else:
+        return "a comprehension"
+    text = " ".join(text.split())
+    return f"`{text}`" if len(text) <= 60 else f"`{text[:57]}...`"

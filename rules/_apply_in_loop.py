@@ -16,6 +16,7 @@ import libcst as cst
 
 from jaxlint._callgraph import Mode, in_test, runs_many_times
 from jaxlint._context import FileContext, Loop
+from jaxlint._nodes import loop_header
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec
 
 from ._jit_analysis import _OPTION_NAME
@@ -71,10 +72,10 @@ def apply_finding(ctx: FileContext, found: ApplyCall, taken: set[str]) -> ApplyF
         return None  # a new model each iteration: nothing to hoist, a compile per model
     module = ctx.module
     receiver = module.code_for_node(func.value)
-    loop_text = _header(module, many[-1])
+    loop_text = loop_header(many[-1])
     message = (
         f"`{receiver}.apply(...)` runs the whole forward eagerly, dispatching its operations one "
-        f"by one from Python, on every iteration of `{loop_text}`; jit-compile it once before the "
+        f"by one from Python, on every iteration of {loop_text}; jit-compile it once before the "
         f"loop (`jax.jit({receiver}.apply)`)"
     )
     return ApplyFinding(message, _fix(ctx, found, receiver, root, taken))
@@ -144,15 +145,3 @@ def _unique(source: str, base: str, taken: set[str]) -> str:
         name = f"{base}_{suffix}"
     taken.add(name)
     return name
-
-
-def _header(module: cst.Module, loop: Loop) -> str:
-    if isinstance(loop, cst.For):
-        text = f"for {module.code_for_node(loop.target)} in {module.code_for_node(loop.iter)}"
-    elif isinstance(loop, cst.While):
-        text = f"while {module.code_for_node(loop.test)}"
-    else:
-        return "a comprehension"
-    text = " ".join(text.split())
-    return text if len(text) <= 60 else text[:57] + "..."
-

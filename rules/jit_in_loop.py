@@ -72,7 +72,7 @@ import libcst as cst
 from jaxlint import _jaxapi
 from jaxlint._callgraph import in_test, runs_many_times
 from jaxlint._context import FileContext, Loop
-from jaxlint._nodes import free_names, iter_subtree
+from jaxlint._nodes import free_names, iter_subtree, loop_header
 from jaxlint._rule import Applicability, Edit, Fix, Rule
 from jaxlint._scope import function_scope, target_names
 
@@ -381,7 +381,7 @@ def _message(module: cst.Module, wrap: _Wrap) -> str:
     else:
         what = {"lambda": "a new `lambda`", "partial": "a new `functools.partial`"}[wrap.kind]
     loop = wrap.loops[-1]
-    header = _header(module, loop)
+    header = loop_header(loop)
     text = (
         f"`{api}` wraps {what} on every iteration of {header}: jax caches compiles per "
         "function object, so each iteration traces and compiles it again; hoist the jitted "
@@ -398,20 +398,6 @@ def _made_name(wrap: _Wrap) -> str:
     name = cst.Module([]).code_for_node(wrap.node.args[0].value)
     kind = "a `def`" if isinstance(wrap.callable, cst.FunctionDef) else "a callable"
     return f"`{name}`, {kind} made in the loop body,"
-
-
-def _header(module: cst.Module, loop: Loop) -> str:
-    if isinstance(loop, cst.For):
-        text = f"for {module.code_for_node(loop.target)} in {module.code_for_node(loop.iter)}"
-    elif isinstance(loop, cst.While):
-        text = f"while {module.code_for_node(loop.test)}"
-    else:
-        return "a comprehension"
-    text = " ".join(text.split())
-    return f"`{text}`" if len(text) <= 60 else f"`{text[:57]}...`"
-
-
-# -- the fix ---------------------------------------------------------------------------
 
 
 def _hoist_target(ctx: FileContext, wrap: _Wrap) -> cst.For | cst.While | None:

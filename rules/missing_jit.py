@@ -98,7 +98,7 @@ import libcst as cst
 
 from jaxlint._callgraph import Function, Mode, Repeat, in_test
 from jaxlint._context import FileContext
-from jaxlint._nodes import free_names
+from jaxlint._nodes import free_names, loop_header
 from jaxlint._positions import positions
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
 
@@ -224,7 +224,7 @@ class MissingJit(Rule):
     def _message(self, function: Function, work: str, repeat: Repeat, jittability: Jittability) -> str:
         loop = repeat.loop
         line = self._line(loop, repeat.site.path)
-        where = f"`{_loop_header(loop)}`" + (f" (line {line})" if line else "")
+        where = loop_header(loop) + (f" (line {line})" if line else "")
         scope = repeat.site.scope
         if isinstance(scope, cst.FunctionDef):
             where += f" in `{scope.name.value}()`"
@@ -303,18 +303,6 @@ def _spelling(ctx: FileContext, module: str, name: str, default: str) -> tuple[s
     if default != module:
         return f"{default}.{name}", [ImportSpec(module, alias=default)]
     return f"{module}.{name}", [ImportSpec(module)]
-
-
-def _loop_header(loop: cst.CSTNode) -> str:
-    code = cst.Module([]).code_for_node
-    if isinstance(loop, cst.For):
-        text = f"for {code(loop.target)} in {code(loop.iter)}"
-    elif isinstance(loop, cst.While):
-        text = f"while {code(loop.test)}"
-    else:
-        text = "the comprehension " + code(loop)
-    text = " ".join(text.split())
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _static_hint(jittability: Jittability) -> str:
