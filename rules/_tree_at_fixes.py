@@ -116,18 +116,23 @@ def _replacements(call: TreeAtCall, count: int) -> list[cst.BaseExpression] | No
 
 
 def _tree_reads(expr: cst.CSTNode, tree: str) -> list[Path | None]:
-    """Every read of `tree` in `expr`: its path when it is a fixed path, else None."""
+    """Every read of `tree` (a name, or a dotted attribute such as `self.model`) in `expr`:
+    its path inside the tree when it is a fixed path, else None (the whole tree, or an
+    unknown part of the object holding it)."""
+    root, *rest = tree.split(".")
+    prefix: Path = tuple(("attr", part) for part in rest)
     reads: list[Path | None] = []
     stack = [expr]
     while stack:
         node = stack.pop()
         if isinstance(node, (cst.Attribute, cst.Subscript)):
-            path = attribute_path(node, tree)
+            path = attribute_path(node, root)
             if path is not None:
-                reads.append(path)
+                inside = len(path) > len(prefix) and path[: len(prefix)] == prefix
+                reads.append(path[len(prefix) :] if inside else None)
                 continue
         if isinstance(node, cst.Name):
-            if node.value == tree:
+            if node.value == root:
                 reads.append(None)
             continue
         if isinstance(node, cst.Attribute):
@@ -184,6 +189,33 @@ def _list_literal(items: list[str], base: str, unit: str, column: int) -> str:
     return "[\n" + "".join(f"{inner}{i},\n" for i in items) + f"{base}]"
 
 
+def _captured(function: cst.FunctionDef, name: str) -> bool:
+    """Whether `name` may be seen outside the function's own straight-line code: declared
+    `global`/`nonlocal`, read by a nested function, lambda or class, or by `locals()`."""
+    for node in iter_subtree(function.body):
+        if isinstance(node, (cst.Global, cst.Nonlocal)):
+            if any(item.name.value == name for item in node.names):
+                return True
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if name in free_names(node):
+                return True
+    return bool(free_names(function.body) & {"locals", "vars", "eval", "exec"})
+
+
+def _may_drop_bindings(chain: Sequence[TreeAtCall]) -> bool:
+    """A chain ending in `return` binds none of its names once merged: fine for locals
+    that nothing sees after the `return` (no closure, no `finally` or handler around)."""
+    last = chain[-1]
+    function = last.function
+    if function is None:
+        return False
+    start = next(i for i, n in enumerate(last.ancestors) if n is function)
+    if any(isinstance(n, (cst.Try, cst.TryStar, cst.With)) for n in last.ancestors[start:]):
+        return False
+    names = {c.target for c in chain[:-1]}
+    return all(n is not None and "." not in n and not _captured(function, n) for n in names)
+
+
 def chain_fix(module: cst.Module, chain: Sequence[TreeAtCall]) -> Fix | None:
     """One `tree_at` call replacing a chain, or None when batching is not provably right."""
     groups = chain_paths(chain)
@@ -195,20 +227,30 @@ def chain_fix(module: cst.Module, chain: Sequence[TreeAtCall]) -> Fix | None:
     leaf_codes = {module.code_for_node(c.is_leaf) if c.is_leaf else None for c in chain}
     if len(leaf_codes) != 1:
         return None
-    head = chain[0]
-    tree = head.target
-    starts_elsewhere = not head.assigns_back
+    head, last = chain[0], chain[-1]
+    if last.is_return and not _may_drop_bindings(chain):
+        return None
+    start = head.pytree_key
     applicability = Applicability.SAFE
+    if any(c.is_attribute for c in chain):
+        # Fewer attribute assignments (a property setter or `__setattr__` may count them),
+        # and a call in a replacement may change the attribute between the calls.
+        applicability = Applicability.UNSAFE
     replacements: list[cst.BaseExpression] = []
     for index, (call, group) in enumerate(zip(chain, groups)):
         values = _replacements(call, len(group))
         if values is None:
             return None
         if index > 0:
+            link = call.pytree_key
+            assert link is not None
+            # Reads of the tree being built see the original tree once merged: right only
+            # when the link names that original all along, and at paths not yet replaced.
+            original = link == start and all(c.target == link for c in chain[:index])
             replaced_before = [p for g in groups[:index] for p in g]
             for value in values:
-                for read in _tree_reads(value, tree):
-                    if starts_elsewhere:
+                for read in _tree_reads(value, link):
+                    if not original:
                         return None  # reads an intermediate tree that no longer exists
                     if read is None:
                         applicability = Applicability.UNSAFE
@@ -229,7 +271,13 @@ def chain_fix(module: cst.Module, chain: Sequence[TreeAtCall]) -> Fix | None:
     if leaf_code is not None:
         args.append(f"is_leaf={leaf_code}")
     func = module.code_for_node(head.call.func)
-    text = f"{tree} = " + _layout(func, args, "", unit, len(head.indent) + len(tree) + 3) + "\n"
+    if last.is_return:
+        lhs = "return "
+    else:
+        annotations = [c.annotation for c in chain if c.target == last.target and c.annotation]
+        annotation = f": {module.code_for_node(annotations[-1])}" if annotations else ""
+        lhs = f"{last.target}{annotation} = "
+    text = lhs + _layout(func, args, "", unit, len(head.indent) + len(lhs)) + "\n"
     statement = cst.parse_statement(text, config=module.config_for_parsing)
     leading: list[cst.EmptyLine] = [*head.line.leading_lines, *_inner_comments(head.call)]
     for call in chain[1:]:
@@ -271,7 +319,8 @@ def _late_bound_closure(hoist: Loop, name: str) -> bool:
 def _loop_where(module: cst.Module, call: TreeAtCall, hoist: Loop, sequences: bool) -> str | None:
     """The `where` as it can be stored in the loop: a lambda gets the loop variables it
     reads bound as default arguments, so late binding cannot change what it selects."""
-    tree = call.target
+    assert call.target is not None
+    tree = call.root
     where = call.where
     if not isinstance(where, cst.Lambda):
         if any(_late_bound_closure(hoist, n) for n in free_names(where)):
@@ -305,6 +354,9 @@ def loop_fix(
     if where_text is None:
         return None
     tree = call.target
+    assert tree is not None
+    annotation = f": {module.code_for_node(call.annotation)}" if call.annotation else ""
+    lhs = f"{tree}{annotation} = "
     source = module.code
     config = module.config_for_parsing
     unit = module.default_indent
@@ -319,12 +371,15 @@ def loop_fix(
         append = cst.parse_statement(append_text + "\n", config=config)
         assert isinstance(append, cst.SimpleStatementLine)
         in_loop = Edit(call.line, replacement=call.line.with_changes(body=append.body, leading_lines=leading))
-        column = len(hoist_indent) + len(tree) + 3
-        batched = f"{tree} = " + _layout("tree_at_batched", [tree, updates], "", unit, column)
+        # An attribute is assigned only if the loop updated it, as before: its setter may
+        # check or count assignments.
+        guard = f"if {updates}:\n{unit}" if call.is_attribute else ""
+        column = len(hoist_indent) + len(lhs) + (len(unit) if guard else 0)
+        batched = lhs + _layout("tree_at_batched", [tree, updates], unit if guard else "", unit, column)
         around = Edit(
             hoist,
             before=(cst.parse_statement(f"{updates} = []\n", config=config),),
-            after=(cst.parse_statement(batched + "\n", config=config),),
+            after=(cst.parse_statement(guard + batched + "\n", config=config),),
         )
         return Fix(
             Applicability.UNSAFE,
@@ -344,8 +399,8 @@ def loop_fix(
     if call.is_leaf is not None:
         args.append(f"is_leaf={module.code_for_node(call.is_leaf)}")
     func = module.code_for_node(call.call.func)
-    column = len(hoist_indent) + len(unit) + len(tree) + 3
-    batched = f"{tree} = " + _layout(func, args, unit, unit, column)
+    column = len(hoist_indent) + len(unit) + len(lhs)
+    batched = lhs + _layout(func, args, unit, unit, column)
     after = cst.parse_statement(f"if {wheres}:\n{unit}{batched}\n", config=config)
     before = (
         cst.parse_statement(f"{wheres} = []\n", config=config),

@@ -88,7 +88,7 @@ import libcst as cst
 
 from jaxlint._context import FileContext, Loop
 from jaxlint._jaxapi import TREE_AT
-from jaxlint._nodes import assigns_name, contains_exit, free_names, reads_name
+from jaxlint._nodes import assigns_name, contains_exit, free_names, iter_subtree, reads_name
 from jaxlint._rule import Applicability, Fix, Option, Rule
 
 from ._tree_at_fixes import chain_fix, chain_paths, indentation, loop_fix, overlapping
@@ -101,12 +101,13 @@ _PARAMETERS = ("where", "pytree", "replace", "replace_fn", "is_leaf")
 
 @dataclass
 class TreeAtCall:
-    """`target = tree_at(where, pytree, replace, ...)` as the only statement of its line."""
+    """`target = tree_at(where, pytree, replace, ...)` (or `target: T = ...`, or
+    `return tree_at(...)`) as the only statement of its line."""
 
     call: cst.Call
     line: cst.SimpleStatementLine
     block: cst.CSTNode  # the node whose `.body` holds `line`
-    target: str
+    target: str | None  # a name or a dotted attribute (`self.model`); None for `return`
     pytree: cst.BaseExpression
     where: cst.BaseExpression
     replace: cst.BaseExpression | None
@@ -114,10 +115,42 @@ class TreeAtCall:
     loops: list[Loop]
     indent: str
     ancestors: list[cst.CSTNode]
+    annotation: cst.BaseExpression | None = None
+    function: cst.FunctionDef | None = None  # the enclosing scope when it is a function
+
+    @property
+    def pytree_key(self) -> str | None:
+        return dotted(self.pytree)
 
     @property
     def assigns_back(self) -> bool:
-        return isinstance(self.pytree, cst.Name) and self.pytree.value == self.target
+        return self.target is not None and self.pytree_key == self.target
+
+    @property
+    def is_return(self) -> bool:
+        return self.target is None
+
+    @property
+    def root(self) -> str:
+        """The variable the target lives in (`self` for `self.model`)."""
+        assert self.target is not None
+        return self.target.split(".")[0]
+
+    @property
+    def is_attribute(self) -> bool:
+        return self.target is not None and "." in self.target
+
+
+def dotted(expr: cst.BaseExpression) -> str | None:
+    """`a` or `a.b.c` (names and attributes only, no parentheses) as text, else None."""
+    if expr.lpar or expr.rpar:  # type: ignore[attr-defined]
+        return None
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        base = dotted(expr.value)
+        return None if base is None else f"{base}.{expr.attr.value}"
+    return None
 
 
 def bind_arguments(call: cst.Call) -> dict[str, cst.BaseExpression] | None:
@@ -170,25 +203,41 @@ class TreeAtBatch(Rule):
         ancestors = self.ctx.ancestors
         if len(ancestors) < 3:
             return None
-        assign, line, block = ancestors[-1], ancestors[-2], ancestors[-3]
+        statement, line, block = ancestors[-1], ancestors[-2], ancestors[-3]
         if not (
-            isinstance(assign, cst.Assign)
-            and assign.value is node
-            and len(assign.targets) == 1
-            and isinstance(assign.targets[0].target, cst.Name)
-            and isinstance(line, cst.SimpleStatementLine)
+            isinstance(line, cst.SimpleStatementLine)
             and len(line.body) == 1
             and isinstance(block, (cst.IndentedBlock, cst.Module))
         ):
             return None
+        annotation = None
+        if (
+            isinstance(statement, cst.Assign)
+            and statement.value is node
+            and len(statement.targets) == 1
+        ):
+            target = dotted(statement.targets[0].target)
+        elif isinstance(statement, cst.AnnAssign) and statement.value is node:
+            target = dotted(statement.target)
+            annotation = statement.annotation.annotation
+        elif isinstance(statement, cst.Return) and statement.value is node:
+            target = None
+        else:
+            return None
+        if target is None and not isinstance(statement, cst.Return):
+            return None
         arguments = bind_arguments(node)
         if arguments is None or "replace_fn" in arguments or "replace" not in arguments:
             return None
+        scope = next(
+            (n for n in reversed(ancestors) if isinstance(n, (cst.FunctionDef, cst.ClassDef))),
+            None,
+        )
         return TreeAtCall(
             call=node,
             line=line,
             block=block,
-            target=assign.targets[0].target.value,
+            target=target,
             pytree=arguments["pytree"],
             where=arguments["where"],
             replace=arguments.get("replace"),
@@ -196,6 +245,8 @@ class TreeAtBatch(Rule):
             loops=self.ctx.loops(node),
             indent=indentation(ancestors, self.ctx.module),
             ancestors=list(ancestors),
+            annotation=annotation,
+            function=scope if isinstance(scope, cst.FunctionDef) else None,
         )
 
     def finish(self) -> None:
@@ -237,15 +288,8 @@ def _chains(calls: list[TreeAtCall]) -> list[list[TreeAtCall]]:
         run: list[TreeAtCall] = []
         for statement in block.body:  # type: ignore[attr-defined]
             call = by_line.get(id(statement))
-            continues = (
-                call is not None
-                and run
-                and isinstance(call.pytree, cst.Name)
-                and call.pytree.value == run[-1].target
-                and call.target == run[-1].target
-            )
-            if continues:
-                run.append(call)  # type: ignore[arg-type]
+            if call is not None and run and _links(run[-1], call):
+                run.append(call)
                 continue
             if len(run) >= 2:
                 chains.append(run)
@@ -253,6 +297,71 @@ def _chains(calls: list[TreeAtCall]) -> list[list[TreeAtCall]]:
         if len(run) >= 2:
             chains.append(run)
     return chains
+
+
+def _links(previous: TreeAtCall, call: TreeAtCall) -> bool:
+    """Whether `call` updates the tree `previous` just produced, and that tree is not
+    needed anywhere else: it is rebound (`m = tree_at(.., m, ..)`, `self.m = ...`),
+    returned (`return tree_at(.., m, ..)`), or renamed (`m2 = tree_at(.., m1, ..)`) with
+    the intermediate name read nowhere else."""
+    name = previous.target
+    if name is None or call.pytree_key != name:
+        return False
+    if call.target == name:
+        return True
+    if "." in name:
+        return False  # an attribute outlives the chain: its intermediate value is visible
+    if call.is_return:
+        return True  # whether the name's last binding may go is the fix's question
+    return _dead_after(previous, call)
+
+
+_INTROSPECTION = frozenset({"locals", "vars", "eval", "exec", "dir", "globals"})
+
+
+def _dead_after(previous: TreeAtCall, call: TreeAtCall) -> bool:
+    """Whether the name `previous` binds is read only by `call` (its pytree argument) once
+    bound: a local of a function, read nowhere after that binding, not even in a loop
+    around it, a closure, `locals()` or a `global`/`nonlocal` declaration."""
+    name = previous.target
+    function = previous.function
+    if name is None or function is None or function is not call.function:
+        return False
+    start = next(i for i, n in enumerate(previous.ancestors) if n is function)
+    if any(isinstance(n, (cst.For, cst.While)) for n in previous.ancestors[start:]):
+        return False  # a loop could run a read placed before the binding again after it
+    if free_names(function.body) & _INTROSPECTION:
+        return False
+    for node in iter_subtree(function.body):
+        if isinstance(node, (cst.Global, cst.Nonlocal)):
+            if any(item.name.value == name for item in node.names):
+                return False
+    # Reads that run before the binding: in the statements of the block up to it, outside
+    # nested scopes (a closure defined there could run later).
+    body = list(previous.block.body)  # type: ignore[attr-defined]
+    position = next(i for i, s in enumerate(body) if s is previous.line)
+    before: set[int] = set()
+    for statement in body[: position + 1]:
+        before.update(id(n) for n in iter_subtree(statement, into_scopes=False))
+    # Any other read (later, in an enclosing block, in a closure) keeps the name alive.
+    bound = _bound_names(function.body)
+    for node in iter_subtree(function.body):
+        if isinstance(node, cst.Name) and node.value == name:
+            if id(node) in before or id(node) in bound or node is call.pytree:
+                continue
+            return False
+    return True
+
+
+def _bound_names(root: cst.CSTNode) -> set[int]:
+    """Ids of the `Name` nodes that are plain assignment targets (`x = ...`, `x: T = ...`)."""
+    bound: set[int] = set()
+    for node in iter_subtree(root):
+        if isinstance(node, cst.Assign):
+            bound.update(id(t.target) for t in node.targets if isinstance(t.target, cst.Name))
+        elif isinstance(node, cst.AnnAssign) and isinstance(node.target, cst.Name):
+            bound.add(id(node.target))
+    return bound
 
 
 def _chain_is_silent(chain: list[TreeAtCall]) -> bool:
@@ -264,29 +373,68 @@ def _chain_is_silent(chain: list[TreeAtCall]) -> bool:
 def _repeats_on_same_tree(call: TreeAtCall, calls: list[TreeAtCall]) -> bool:
     """The innermost loop keeps updating one tree, at targets that change from one iteration
     to the next, and does not stop on what it reads."""
-    tree = call.target
+    tree, root = call.target, call.root
+    assert tree is not None
     updates = [c.line for c in calls if c.assigns_back and c.target == tree]
     innermost = call.loops[-1]
-    if assigns_name(innermost, tree, skip=updates):
+    if call.is_attribute:
+        if assigns_name(innermost, root) or _assigns_attribute(innermost, tree, skip=updates):
+            return False  # `for layer in layers: layer.w = ...`: a different tree each time
+    elif assigns_name(innermost, tree, skip=updates):
         return False  # each iteration starts from a different tree
     if not any(assigns_name(innermost, name) for name in free_names(call.where)):
         # The same node every iteration: an accumulation (`m.layers + (new,)`) or "last
         # wins"; there is nothing to batch.
         return False
     for loop in call.loops:
-        if isinstance(loop, cst.While) and reads_name(loop.test, tree):
+        if isinstance(loop, cst.While) and reads_name(loop.test, root):
             return False
         body = loop.body if isinstance(loop, (cst.For, cst.While)) else loop
-        if contains_exit(body, (cst.Break, cst.Return)) and reads_name(body, tree, skip=updates):
+        if contains_exit(body, (cst.Break, cst.Return)) and reads_name(body, root, skip=updates):
             return False
     return True
+
+
+def _assigns_attribute(
+    root: cst.CSTNode, key: str, *, skip: cst.CSTNode | list[cst.CSTNode] = ()
+) -> bool:
+    """Whether a statement under `root` assigns or deletes the attribute `key` (`self.model`),
+    one of its parents (`self.state`) or a part of it (`self.model.head`)."""
+    for node in iter_subtree(root, into_scopes=False, skip=skip):
+        if isinstance(node, cst.Assign):
+            targets = [t.target for t in node.targets]
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            targets = [node.target]
+        elif isinstance(node, cst.Del):
+            targets = [node.target]
+        else:
+            continue
+        while targets:
+            target = targets.pop()
+            if isinstance(target, (cst.Tuple, cst.List)):
+                targets.extend(e.value for e in target.elements)
+                continue
+            if isinstance(target, cst.StarredElement):
+                targets.append(target.value)
+                continue
+            while isinstance(target, cst.Subscript):
+                target = target.value
+            written = dotted(target)
+            if written is None:
+                continue
+            if written == key or key.startswith(written + ".") or written.startswith(key + "."):
+                return True
+    return False
 
 
 def _loop_fix(
     module: cst.Module, call: TreeAtCall, calls: list[TreeAtCall], runtime_helpers: bool
 ) -> Fix | None:
     """The outermost enclosing loop that can be hoisted past, and the rewrite around it."""
-    tree = call.target
+    tree, root = call.target, call.root
+    assert tree is not None
+    if call.annotation is not None and call.function is None:
+        return None  # a module or class annotation is recorded when (and if) the line runs
     others = [c for c in calls if c is not call and c.target == tree]
     allowed_reads: list[cst.CSTNode] = [call.line]
     hoist: Loop | None = None
@@ -297,11 +445,17 @@ def _loop_fix(
             break
         if any(any(loop is l for l in other.loops) for other in others):
             break
-        if assigns_name(loop, tree, skip=call.line) or contains_exit(loop.body, (cst.Return,)):
+        if call.is_attribute:
+            # Any other use of the object (`self.step()`) may read or write the attribute.
+            if assigns_name(loop, root) or _assigns_attribute(loop, tree, skip=call.line):
+                break
+        elif assigns_name(loop, tree, skip=call.line):
             break
-        if reads_name(loop.body, tree, skip=allowed_reads):
+        if contains_exit(loop.body, (cst.Return,)):
             break
-        if isinstance(loop, cst.While) and reads_name(loop.test, tree):
+        if reads_name(loop.body, root, skip=allowed_reads):
+            break
+        if isinstance(loop, cst.While) and reads_name(loop.test, root):
             break
         hoist = loop
         if isinstance(loop, cst.For):
