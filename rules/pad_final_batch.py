@@ -93,7 +93,7 @@ _SPLITS = frozenset({"numpy.array_split", "jax.numpy.array_split"})
 class Batching:
     """How a loop cuts ragged batches."""
 
-    kind: str  # "range", "count", "split", "generator"
+    kind: str  # "range", "count", "split", "generator", "dataset"
     cut: str  # how the batches are cut, for the message
     why: str  # when the last one is smaller
     slices: list[cst.Subscript] = field(default_factory=list)  # the ragged slices in the loop
@@ -113,6 +113,7 @@ class PadFinalBatch(Rule):
         self._batchings: dict[int, Batching | None] = {}
         self._scopes: dict[int, cst.CSTNode] = {}
         self._reported: set[int] = set()
+        self._datasets = _Datasets(ctx)
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
@@ -132,6 +133,15 @@ class PadFinalBatch(Rule):
                 continue
             self._reported.add(id(loop))
             callee = ctx.module.code_for_node(node.func)
+            if batching.kind == "dataset":
+                self.report(
+                    node,
+                    f"{batching.cut} yields a smaller last batch {batching.why}, and the jitted "
+                    f"`{_short(callee)}` is compiled again for its shape; pass `drop_remainder=True` "
+                    "when training, or pad the last batch and mask the padding rows when every "
+                    "example counts (`jaxlint.runtime.padded_batches`)",
+                )
+                return
             self.report(
                 node,
                 f"{batching.cut} gives a smaller last batch {batching.why}, and the jitted "
@@ -157,6 +167,9 @@ class PadFinalBatch(Rule):
         return self._batchings[key]
 
     def _find_batching(self, loop: cst.For) -> Batching | None:
+        dataset = self._dataset_batching(loop)
+        if dataset is not None:
+            return dataset
         source = _unwrap(loop.iter)
         if not isinstance(source, cst.Call):
             return None
@@ -174,6 +187,36 @@ class PadFinalBatch(Rule):
         if isinstance(source.func, cst.Name) and name is None:
             return self._generator_batching(loop, source)
         return None
+
+    def _dataset_batching(self, loop: cst.For) -> Batching | None:
+        """`for batch in ds` where `ds` is a tf.data pipeline batched without
+        `drop_remainder=True` (`tfds.as_numpy(ds)`, `ds.as_numpy_iterator()`, a function of
+        the file returning one)."""
+        stream = self._datasets.stream(loop.iter, [*_loop_path(self.ctx, loop), loop])
+        if stream is None or stream.ragged is None:
+            return None
+        target = loop.target
+        source = loop.iter
+        if (
+            isinstance(source, cst.Call)
+            and isinstance(source.func, cst.Name)
+            and source.func.value == "enumerate"
+            and isinstance(target, (cst.Tuple, cst.List))
+            and len(target.elements) == 2
+        ):
+            target = target.elements[1].value  # not the counter
+        batch = stream.ragged
+        size = batch.args[0].value if batch.args else None
+        if isinstance(batch.func, cst.Attribute):
+            where = f"`.{batch.func.attr.value}({_code(self.ctx, size) if size is not None else ''})` without `drop_remainder=True`"
+        else:
+            where = f"`{_short(_code(self.ctx, batch.func))}(..., batch_size=...)`"
+        return Batching(
+            "dataset",
+            f"the tf.data pipeline batched with {where}",
+            "unless the number of examples is a multiple of the batch size",
+            names=set(target_names(target)),
+        )
 
     def _range_batching(self, loop: cst.For, source: cst.Call, index: str) -> Batching | None:
         args = [a.value for a in source.args]
@@ -571,3 +614,197 @@ def _code(ctx, node: cst.CSTNode) -> str:  # type: ignore[no-untyped-def]
 
 def _short(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- tf.data pipelines ------------------------------------------------------------------------
+
+# Dataset methods that keep a batched stream's batches (their number may change, not their size).
+_KEEPS_BATCHES = frozenset(
+    {"map", "shuffle", "prefetch", "cache", "filter", "as_numpy_iterator", "with_options",
+     "ignore_errors", "apply_options"}
+)  # fmt: skip
+# Wrappers that iterate their first argument unchanged.
+_PASS_THROUGH = frozenset({"tensorflow_datasets.as_numpy", "tensorflow_datasets.dataset_as_numpy"})
+
+
+@dataclass(frozen=True)
+class _Stream:
+    """What a tf.data pipeline yields, as far as batch shapes go."""
+
+    ragged: cst.Call | None = None  # the `.batch(...)` that keeps a smaller last batch
+    infinite: bool = False  # `.repeat()`ed before any batching: every batch is full
+
+
+class _Datasets:
+    """Follows tf.data pipelines through assignments in one file: which iterables yield the
+    batches of a `.batch(bs)` without `drop_remainder=True` over a finite dataset."""
+
+    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        self.ctx = ctx
+        self._scopes: dict[int, tuple[dict[int, int], dict[str, list[tuple[int, cst.CSTNode | None, int]]]]] = {}
+
+    def stream(self, expr: cst.BaseExpression, path: list[cst.CSTNode], depth: int = 0) -> _Stream | None:
+        """The stream `expr` (read at the end of `path`, its ancestors) iterates; None when it is
+        not known to be a tf.data dataset."""
+        if depth > 12:
+            return None
+        ctx = self.ctx
+        if isinstance(expr, cst.Name):
+            return self._name(expr, path, depth)
+        if not isinstance(expr, cst.Call):
+            return None
+        func = expr.func
+        name = ctx.resolve(func, path, anchor=expr)
+        positional = [a.value for a in expr.args if a.keyword is None and not a.star]
+        if name is not None:
+            if name in _PASS_THROUGH or name.split(".")[0] == "tqdm":
+                return self.stream(positional[0], path, depth + 1) if positional else None
+            if name.startswith(("tensorflow.data.", "tensorflow_datasets.")):
+                return self._source(expr, name)
+            return None
+        if isinstance(func, cst.Name):
+            if func.value in ("iter", "enumerate") and ctx.is_builtin(func.value, path, anchor=expr):
+                return self.stream(positional[0], path, depth + 1) if positional else None
+            return self._returned(func.value, path, depth)
+        if not isinstance(func, cst.Attribute):
+            return None
+        inner = self.stream(func.value, path, depth + 1)
+        if inner is None:
+            return None
+        method = func.attr.value
+        if method in ("batch", "padded_batch"):
+            return self._batch(expr, method, inner)
+        if method == "repeat":
+            count = positional[0] if positional else _keyword(expr, "count")
+            if count is None or not (isinstance(count, cst.Integer) and int(count.value) > 0):
+                return _Stream(inner.ragged, infinite=inner.infinite or inner.ragged is None)
+            return inner
+        if method == "unbatch":
+            return _Stream(None, inner.infinite)
+        if inner.ragged is None:
+            return inner  # before batching: `builder.as_dataset(...)`, `ds.take(n)`, ...
+        return inner if method in _KEEPS_BATCHES else None
+
+    def _source(self, call: cst.Call, name: str) -> _Stream | None:
+        """`tf.data.Dataset.from_tensor_slices(x)`, `tfds.load(...)`, `tfds.builder(...)`."""
+        if name == "tensorflow_datasets.load":
+            size = _keyword(call, "batch_size")
+            if size is not None:
+                # `batch_size=-1`: the whole split as tensors, not a dataset; `batch_size=n`:
+                # batches of n, the last one smaller.
+                if isinstance(size, (cst.Integer, cst.UnaryOperation)):
+                    return None
+                return _Stream(call)
+        return _Stream()
+
+    def _batch(self, call: cst.Call, method: str, inner: _Stream) -> _Stream:
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        size = positional[0] if positional else _keyword(call, "batch_size")
+        index = 1 if method == "batch" else 3
+        drop = positional[index] if len(positional) > index else _keyword(call, "drop_remainder")
+        if drop is not None and not (isinstance(drop, cst.Name) and drop.value == "False"):
+            return inner  # `drop_remainder=True`, or a value the linter cannot know
+        if inner.infinite or (isinstance(size, cst.Integer) and size.value == "1") or size is None:
+            return inner
+        if any(a.star for a in call.args):
+            return inner
+        return _Stream(call, inner.infinite)
+
+    # -- names and functions --------------------------------------------------------------------
+
+    def _name(self, read: cst.Name, path: list[cst.CSTNode], depth: int) -> _Stream | None:
+        name = read.value
+        owner = self.ctx.binding_owner(name, [*path, read])
+        if not isinstance(owner, (cst.FunctionDef, cst.Module)):
+            return None
+        scope_path = _scope_path(path, owner)
+        if scope_path is None:
+            return None
+        order, bindings = self._scope(owner)
+        # The position of the statement reading `name`, in the scope's source order.
+        here = next((order[id(n)] for n in reversed([*path, read]) if id(n) in order), None)
+        if here is None:
+            return None
+        found = [b for b in bindings.get(name, []) if b[0] < here]
+        if not found:
+            return None
+        _, value, element = found[-1]
+        if value is None:
+            return None
+        value_path = [*scope_path, value]  # the anchor for names the value reads
+        if element >= 0:
+            if not (isinstance(value, cst.Call) and (self.ctx.resolve(value.func, scope_path, anchor=value) or "").startswith("tensorflow_datasets.")):
+                return None
+            return _Stream()  # `ds, info = tfds.load(..., with_info=True)`
+        return self.stream(value, value_path, depth + 1)  # type: ignore[arg-type]
+
+    def _returned(self, name: str, path: list[cst.CSTNode], depth: int) -> _Stream | None:
+        """`get_batches()` where `def get_batches` in this file returns a dataset."""
+        found = self.ctx.device._local_def(name, path)
+        if found is None or found[0] is None:
+            return None
+        function, outer = found
+        returns = [n for n in iter_subtree(function.body, into_scopes=False) if isinstance(n, cst.Return)]
+        if len(returns) != 1 or returns[0].value is None or not isinstance(function.body, cst.IndentedBlock):
+            return None
+        function_path = [*outer, function, function.body, returns[0]]
+        return self.stream(returns[0].value, function_path, depth + 1)
+
+    def _scope(self, scope: cst.CSTNode) -> tuple[dict[int, int], dict[str, list[tuple[int, cst.CSTNode | None, int]]]]:
+        """Source order of the scope's nodes, and every binding of each name: (position, the
+        assigned value or None when it is not a plain assignment, the tuple element or -1)."""
+        cached = self._scopes.get(id(scope))
+        if cached is not None:
+            return cached
+        order: dict[int, int] = {}
+        bindings: dict[str, list[tuple[int, cst.CSTNode | None, int]]] = {}
+        nodes = list(iter_subtree(scope, into_scopes=False))
+        for index, node in enumerate(nodes):
+            order[id(node)] = index
+        for index, node in enumerate(nodes):
+            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                index = _end(node, order)  # the value is read before the names are bound
+            elif isinstance(node, (cst.For, cst.CompFor)):
+                index = _end(node.target, order)
+            if node is not scope and isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                bindings.setdefault(node.name.value, []).append((index, None, -1))
+            elif isinstance(node, cst.Assign):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Name):
+                        bindings.setdefault(target.target.value, []).append((index, node.value, -1))
+                    elif isinstance(target.target, (cst.Tuple, cst.List)):
+                        for position, element in enumerate(target.target.elements):
+                            if isinstance(element.value, cst.Name):
+                                bindings.setdefault(element.value.value, []).append((index, node.value, position))
+                            else:
+                                for bound in target_names(element.value):
+                                    bindings.setdefault(bound, []).append((index, None, -1))
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.AsName, cst.NamedExpr)):
+                target = node.name if isinstance(node, cst.AsName) else node.target
+                value = node.value if isinstance(node, cst.AnnAssign) else None
+                for bound in target_names(target):
+                    bindings.setdefault(bound, []).append((index, value, -1))
+        self._scopes[id(scope)] = (order, bindings)
+        return order, bindings
+
+
+def _scope_path(path: list[cst.CSTNode], owner: cst.CSTNode) -> list[cst.CSTNode] | None:
+    """The ancestors down to `owner`'s body: what names read in its body resolve through."""
+    if isinstance(owner, cst.Module):
+        return [owner]
+    for index, node in enumerate(path):
+        if node is owner:
+            return [*path[: index + 1], owner.body]  # type: ignore[attr-defined]
+    return None
+
+
+def _end(node: cst.CSTNode, order: dict[int, int]) -> int:
+    """The position of the last node of `node`'s subtree in its scope's source order."""
+    last = node
+    for last in iter_subtree(node, into_scopes=False):
+        pass
+    return order[id(last)]
+
+
+def _keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
