@@ -2,7 +2,12 @@
 
 Finds `eqx.tree_at` called again and again on the same pytree: once per iteration of a loop
 (`m = eqx.tree_at(where, m, new)` in a `for`/`while`), or in a straight-line chain of
-consecutive calls that each update the tree the previous one returned.
+consecutive calls that each update the tree the previous one returned. The tree may be a
+name (`m = ...`, annotated `m: Model = ...`) or an attribute (`self.model = eqx.tree_at(
+where, self.model, new)`, `state.params = ...`). A chain may end in `return eqx.tree_at(...,
+m, ...)`, and may rename the tree at a step (`m1 = eqx.tree_at(w1, m0, r1)` then `m2 =
+eqx.tree_at(w2, m1, r2)`) when the intermediate name (`m1`) is a function's local that
+nothing reads after that step.
 
 ## Why is this bad?
 
@@ -34,20 +39,33 @@ model = eqx.tree_at(lambda m: [w(m) for w in wheres], model, replacements)
 net = eqx.tree_at(lambda m: [m.encoder, m.decoder.head], net, [encoder, head])
 ```
 
-The rule stays silent where batching would be wrong: calls on different trees, a later
-`where` that reaches into a node an earlier call replaced (or an ancestor of one), a loop
-that rebinds the tree or stops early on a value read from the updated tree, and calls that
-use `replace_fn`.
+The rule stays silent where batching would be wrong: calls on different trees (a loop over
+objects, `for layer in layers: layer.params = ...`), a later `where` that reaches into a node
+an earlier call replaced (or an ancestor of one), a loop that rebinds the tree or stops early
+on a value read from the updated tree, a renamed intermediate tree that is read again later
+(or in a loop, a closure, or declared `global`), an attribute chain that ends in `return`
+(the attribute must keep its update), and calls that use `replace_fn`.
 
 ## Fix safety
 
-- **Chains** are merged into one call. The fix is **safe** when every `where` is a lambda
-  selecting a fixed path (`m.a.b`, `m.layers[0]`), the paths are pairwise disjoint (none
-  equal to or an ancestor of another: batched `tree_at` raises on overlap, where the
-  sequential calls would not), every call uses the same `is_leaf`, and no replacement reads
-  the tree being rewritten except at paths no earlier call replaced. When a replacement
-  passes the whole tree somewhere (`f(m)`), the fix is **unsafe**. When a `where` is not
-  such a lambda, or a replacement reads a replaced path, there is no fix.
+- **Chains** are merged into one call, bound to the chain's last target (with its
+  annotation) or returned when the chain ends in `return`. The fix is **safe** when every
+  `where` is a lambda selecting a fixed path (`m.a.b`, `m.layers[0]`), the paths are
+  pairwise disjoint (none equal to or an ancestor of another: batched `tree_at` raises on
+  overlap, where the sequential calls would not), every call uses the same `is_leaf`, and no
+  replacement reads the tree being rewritten except at paths no earlier call replaced. When
+  a replacement passes the whole tree somewhere (`f(m)`), the fix is **unsafe**. When a
+  `where` is not such a lambda, or a replacement reads a replaced path or a renamed
+  intermediate tree, there is no fix.
+  - A chain on an **attribute** (`self.model`) is always **unsafe**: the attribute is
+    assigned once instead of once per call (a property setter or `__setattr__` sees
+    fewer assignments), and a replacement that calls a method of the object could change the
+    attribute between the calls; reads of the object other than fixed paths in the tree
+    (`self.other`, `self.f()`) are treated as whole-tree reads.
+  - A chain ending in **`return`** no longer rebinds its names before returning. There is
+    no fix when anything could still see them: a nested function, lambda or class reading
+    them, a `global`/`nonlocal` declaration, `locals()`/`eval`, or a `try`/`with` around
+    the `return`.
 - **Loops** are rewritten to collect `(where, replacement)` pairs in the loop and apply
   them with one `jaxlint.runtime.tree_at_batched(tree, updates)` after it (the import is
   added). `tree_at_batched` gives the result of the sequential calls even when targets
@@ -59,6 +77,12 @@ use `replace_fn`.
   `try`. With `runtime-helpers = false` (or a custom `is_leaf`) the loop is rewritten to
   one plain `eqx.tree_at` with a list `where`, which raises `ValueError` where targets
   overlap.
+  - For an **attribute** target the loop may not use the object anywhere else (any
+    `self.x` or `self.f()` in the loop body means no fix, as a method may read or write the
+    attribute), and the batched assignment after the loop is guarded by `if updates:` so
+    the attribute is assigned only when the loop updated it.
+  - An **annotated** assignment keeps its annotation on the batched assignment; outside a
+    function (where the annotation is recorded when the line runs) there is no fix.
 
 ## Options
 
