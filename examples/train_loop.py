@@ -1,0 +1,73 @@
+"""Train a small equinox classifier: the training-loop mistakes jaxlint reports.
+
+Run `jaxlint check examples/train_loop.py`, then `jaxlint rule <slug>` for any finding.
+"""
+
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+
+class Classifier(eqx.Module):
+    hidden: eqx.nn.Linear
+    out: eqx.nn.Linear
+
+    def __init__(self, features: int, classes: int, *, key: jax.Array) -> None:
+        k1, k2 = jax.random.split(key)
+        self.hidden = eqx.nn.Linear(features, 64, key=k1)
+        self.out = eqx.nn.Linear(64, classes, key=k2)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.out(jax.nn.relu(self.hidden(x)))
+
+
+optimizer = optax.adam(1e-3)
+
+
+@eqx.filter_jit
+def train_step(model, opt_state, x, y):
+    def loss_fn(model):
+        logits = jax.vmap(model)(x)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+    loss, grads = eqx.filter_value_and_grad(loss_fn)(model)
+    updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+    return eqx.apply_updates(model, updates), opt_state, loss
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    x_train = rng.normal(size=(1000, 20)).astype(np.float32)
+    y_train = (x_train[:, 0] > 0).astype(np.int32)
+    batch_size = 64
+
+    model = Classifier(20, 2, key=jax.random.PRNGKey(0))
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_array))
+    losses = []
+    start = time.perf_counter()
+    for epoch in range(3):
+        for i in range(0, len(x_train), batch_size):
+            model, opt_state, loss = train_step(
+                model, opt_state, x_train[i : i + batch_size], y_train[i : i + batch_size]
+            )
+            losses.append(loss.item())
+    elapsed = time.perf_counter() - start
+
+    params, static = eqx.partition(model, eqx.is_array)
+
+    @jax.jit
+    def accuracy(params, x, y):
+        logits = jax.vmap(eqx.combine(params, static))(x)
+        return jnp.mean(jnp.argmax(logits, axis=-1) == y)
+
+    for i in range(0, len(x_train), 128):
+        print(accuracy(params, x_train[i : i + 128], y_train[i : i + 128]))
+    print(f"trained in {elapsed:.2f} s, last loss {losses[-1]:.4f}")
+
+
+if __name__ == "__main__":
+    main()
