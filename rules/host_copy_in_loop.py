@@ -169,6 +169,8 @@ class HostCopyInLoop(Rule):
                     return True
             if isinstance(parent, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
                 break
+        if self._static_list(path):
+            return True
         statement = self.ctx.statement(node)
         loop = next(iter(reversed(self.ctx.loops(node))), None)
         if loop is None or not isinstance(statement, cst.SimpleStatementLine):
@@ -178,6 +180,39 @@ class HostCopyInLoop(Rule):
                 names = {n for t in small.targets if isinstance(t.target, (cst.Name, cst.Tuple)) for n in target_names(t.target)}
                 if any(_used_statically(self.ctx, loop, name, statement) for name in names):
                     return True
+        return False
+
+    def _static_list(self, path: list[cst.CSTNode]) -> bool:
+        """`sizes = [int(n_max[i]) for i in range(dim)]` whose items the function then uses
+        where Python values are needed (`[jnp.arange(-n, n + 1) for n in sizes]`,
+        `jnp.zeros(sizes)`): the list is a static shape, built from a few values."""
+        for index in range(len(path) - 2, 0, -1):
+            comp, child = path[index], path[index + 1]
+            if not isinstance(comp, cst.ListComp) or child is not comp.elt:
+                continue
+            assign = path[index - 1]
+            if not (
+                isinstance(assign, cst.Assign)
+                and assign.value is comp
+                and len(assign.targets) == 1
+                and isinstance(assign.targets[0].target, cst.Name)
+            ):
+                return False
+            name = assign.targets[0].target.value
+            scope = next((n for n in reversed(path[:index]) if isinstance(n, cst.FunctionDef)), self.ctx.module)
+            for node, node_path in _walk_with_paths(scope, []):
+                if node is assign or any(n is assign for n in node_path):
+                    continue
+                if isinstance(node, (cst.For, cst.CompFor)) and isinstance(node.iter, cst.Name) and node.iter.value == name:
+                    owner = node_path[-1] if isinstance(node, cst.CompFor) and node_path else node
+                    for item in target_names(node.target):
+                        if _used_statically(self.ctx, owner, item, node.target):
+                            return True
+                elif isinstance(node, cst.Call) and any(reads_name(a.value, name) for a in node.args):
+                    func = node.func
+                    if (isinstance(func, cst.Name) and func.value == "range") or _is_array_op(self.ctx, node, [*node_path, node]):
+                        return True
+            return False
         return False
 
     def _repeating_loop(self, node: cst.CSTNode, value: cst.BaseExpression, *, display: bool = False) -> Loop | None:
@@ -200,7 +235,7 @@ class HostCopyInLoop(Rule):
             if self._excused(node, loop, path):
                 return None
             loop_path = path[: _index(path, loop)]
-            if _few_iterations(loop):
+            if _few_iterations(loop) or _few_literal_items(ctx, loop):
                 return None
             inner = loops[loops.index(loop) + 1 :]
             if _fresh(ctx, value, value_path, loop, inner) and ctx.device.loop_dispatches(loop, loop_path, calls_only=display):
@@ -698,6 +733,41 @@ def _few_iterations(loop: Loop) -> bool:
         if len(args) == 2 and all(isinstance(a, cst.Integer) for a in args):
             return int(args[1].evaluated_value) - int(args[0].evaluated_value) < 10  # type: ignore[attr-defined]
     return False
+
+
+def _few_literal_items(ctx, loop: Loop) -> bool:  # type: ignore[no-untyped-def]
+    """`for i, text in enumerate(test_inputs)` where the function sets `test_inputs` only to
+    a literal list or tuple of fewer than 10 items (a handful of prompts to verify, of
+    settings to compare): a few iterations, each a whole check."""
+    if not isinstance(loop, cst.For):
+        return False
+    source = loop.iter
+    while (
+        isinstance(source, cst.Call)
+        and isinstance(source.func, cst.Name)
+        and source.func.value in ("enumerate", "tqdm")
+        and source.args
+        and ctx.is_builtin(source.func.value, _loop_path(ctx, loop), anchor=loop) == (source.func.value == "enumerate")
+    ):
+        source = source.args[0].value
+    if not isinstance(source, cst.Name):
+        return False
+    path = _loop_path(ctx, loop)
+    scope = next((n for n in reversed(path) if isinstance(n, cst.FunctionDef)), None)
+    if scope is None:
+        return False
+    values = []
+    for node in iter_subtree(scope.body, into_scopes=False):
+        if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.AsName, cst.NamedExpr)):
+            target = node.name if isinstance(node, cst.AsName) else node.target
+            if source.value in target_names(target):
+                return False
+        elif isinstance(node, cst.Assign) and any(source.value in target_names(t.target) for t in node.targets):
+            values.append(node.value)
+    return bool(values) and all(
+        isinstance(v, (cst.List, cst.Tuple)) and 0 < len(v.elements) < 10 and not any(isinstance(e, cst.StarredElement) for e in v.elements)
+        for v in values
+    )
 
 
 def _is_assertion(func: cst.BaseExpression) -> bool:
