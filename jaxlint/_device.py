@@ -82,6 +82,8 @@ _KNOWN_HOST_MODULES = frozenset(
      "equinox", "flax", "haiku", "chex", "orbax", "absl", "tqdm", "wandb", "matplotlib",
      "dataclasses", "copy", "operator", "re", "string", "random", "enum", "pathlib", "datetime"}
 )  # fmt: skip
+# Libraries whose decorators keep a function's device results device results.
+_KNOWN_DECORATOR_MODULES = frozenset({"jax", "functools", "typing", "equinox", "chex", "flax", "haiku", "abc"})
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 # What a flax/haiku `apply` takes first: variables, not a function (pandas `df.apply(fn)`).
@@ -323,6 +325,8 @@ class DeviceIndex:
         if cached is not None:
             return cached
         self._returns_device[key] = False  # recursion: assume not while computing
+        if not self._keeps_results(function, ancestors):
+            return False
         flow = self._flow(function, tuple(ancestors))
         result = (
             not flow.yields
@@ -334,6 +338,17 @@ class DeviceIndex:
         )
         self._returns_device[key] = result
         return result
+
+    def _keeps_results(self, function: cst.FunctionDef, ancestors: Sequence[cst.CSTNode]) -> bool:
+        """Whether calling `function` runs its body and returns what it returns: it has no
+        decorator but those of JAX, functools and the JAX libraries. An unknown decorator
+        (`@utils.jit_cpu`, `@cached_to_disk`) may move, convert or replace the results."""
+        if not function.decorators:
+            return True
+        info = self.ctx.function_info(function, list(ancestors))
+        return all(
+            name is not None and name.split(".", 1)[0] in _KNOWN_DECORATOR_MODULES for name in info.decorators
+        )
 
     # -- the flow analysis ------------------------------------------------------------------
 

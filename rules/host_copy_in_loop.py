@@ -52,7 +52,13 @@ The rule stays silent for copies after the loop, under a guard that depends on t
 iteration (`if step % 100 == 0:`), in a condition that decides what the loop does next
 (`if float(loss) < best:`, `while float(err) > tol:`), of values computed before the loop
 (after the first copy jax keeps the host copy), of NumPy values, in loops that send no work
-to the device, and inside jitted or otherwise traced code.
+to the device, and inside jitted or otherwise traced code. It also stays silent for a list of
+Python values built to be used where Python values are needed right after
+(`sizes = [int(n[i]) for i in range(dim)]`, then `jnp.arange(-s, s + 1)` for each, or
+`jnp.zeros(sizes)`), in loops over a name the function sets only to a literal list of fewer
+than 10 items (a few prompts to verify), and for results of functions behind a decorator it
+does not know (`@utils.jit_cpu()`: the decorator may place or convert them), which are not
+known device values.
 
 ## Fix safety
 

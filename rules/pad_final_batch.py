@@ -2,8 +2,13 @@
 
 Finds batches cut so that the last one can be smaller, fed to a jitted function in the same
 loop: `x[i:i + bs]` over `range(0, n, bs)`, `x[b * bs:(b + 1) * bs]` over
-`range(ceil(n / bs))`, the chunks of `np.array_split(x, k)`, and generators of the file that
-yield such slices.
+`range(ceil(n / bs))`, the chunks of `np.array_split(x, k)`, generators of the file that
+yield such slices, and tf.data pipelines batched without `drop_remainder=True`
+(`tf.data.Dataset.from_tensor_slices(x).batch(bs)`, `tfds.load(...).shuffle(n).batch(bs)`,
+`.padded_batch(bs, ...)`, `tfds.load(..., batch_size=bs)`) iterated directly, through
+`ds.as_numpy_iterator()` / `tfds.as_numpy(ds)` / `iter(ds)`, or through a function of the
+file that returns one. The pipeline is followed through assignments (`ds = ds.batch(bs)`)
+and `tensorflow` / `tensorflow_datasets` are recognised through the imports.
 
 ## Why is this bad?
 
@@ -42,7 +47,15 @@ for (x, y), mask in jaxlint.runtime.padded_batches((xs, ys), batch_size):
 The rule stays silent when the remainder is dropped (`range(0, n - bs + 1, bs)`, `n // bs`
 batches), when the loop pads or masks already (a call or name spelled with `pad` or
 `mask`), when it skips short batches (`if len(x) < bs: continue`), when the function checks
-that `bs` divides the data (`assert n % bs == 0`), and when the consumer is not jitted.
+that `bs` divides the data (`assert n % bs == 0`), and when the consumer is not jitted. For
+tf.data it stays silent when `drop_remainder` is passed anything but `False` (keyword, or the
+second positional argument of `batch` / fourth of `padded_batch`; a variable counts, since
+the linter cannot know it), when the dataset is `.repeat()`ed before `.batch` (an endless
+stream has no last batch; `.repeat(n)` with a literal `n` is still finite), for
+`.batch(1)`, when `.take(n)` / `.skip(n)` or a method it does not know follows the batching,
+and after `.unbatch()`. It cannot know the number of examples: a split whose size happens to
+be a multiple of the batch size (CIFAR-100's 10,000 test images in batches of 500) is
+reported too.
 
 ## Fix safety
 
@@ -54,6 +67,12 @@ only if it ignores the padding rows where the mask is `False` (a masked sum or m
 plain `.mean()` over the batch); the padding is `0` in every array; and `x` must be an array
 or a pytree of arrays with a leading batch axis (a Python list of examples is not). With no
 `mask` parameter, or any other shape of loop, the rule reports only.
+
+tf.data pipelines get no fix. `drop_remainder=True` is right for training (a few examples
+skipped each epoch, the step compiled once) but silently drops examples from an evaluation,
+where every example must count: there, pad the last batch to full size and pass a mask
+(`jaxlint.runtime.padded_batches`, or `ds.padded_batch` over a dataset concatenated with
+dummy examples and a mask feature). Which of the two a loop is, the linter cannot tell.
 
 ## Runtime helper
 

@@ -433,3 +433,46 @@ def test_test_code_is_recognised() -> None:
         "pkg/train_test.py:b": True,
         "pkg/train_test.py:c": True,
     }
+
+
+def test_a_function_behind_an_unknown_decorator_returns_unknown_values() -> None:
+    probes = _probes(
+        """
+        import functools
+        import jax
+        import jax.numpy as jnp
+        from mylib import utils, cached_to_disk
+
+        @utils.jit_cpu(static_argnums=(1,))
+        def resize(image, shape):
+            return jax.image.resize(image, shape, "nearest")
+
+        @cached_to_disk
+        def features(x):
+            return jnp.tanh(x)
+
+        @functools.lru_cache
+        def table(n):
+            return jnp.arange(n)
+
+        @functools.partial(jax.jit, static_argnums=(1,))
+        def resize_jit(image, shape):
+            return jax.image.resize(image, shape, "nearest")
+
+        def plain(x):
+            return jnp.tanh(x)
+
+        probe("unknown decorator", resize(img, (2, 2)))
+        probe("unknown local decorator", features(img))
+        probe("functools cache", table(3))
+        probe("jit", resize_jit(img, (2, 2)))
+        probe("undecorated", plain(img))
+        """
+    )
+    assert probes == {
+        "unknown decorator": False,
+        "unknown local decorator": False,
+        "functools cache": True,
+        "jit": True,
+        "undecorated": True,
+    }
