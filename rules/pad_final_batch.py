@@ -6,8 +6,9 @@ loop: `x[i:i + bs]` over `range(0, n, bs)`, `x[b * bs:(b + 1) * bs]` over
 yield such slices, and tf.data pipelines batched without `drop_remainder=True`
 (`tf.data.Dataset.from_tensor_slices(x).batch(bs)`, `tfds.load(...).shuffle(n).batch(bs)`,
 `.padded_batch(bs, ...)`, `tfds.load(..., batch_size=bs)`) iterated directly, through
-`ds.as_numpy_iterator()` / `tfds.as_numpy(ds)` / `iter(ds)`, or through a function of the
-file that returns one. The pipeline is followed through assignments (`ds = ds.batch(bs)`)
+`ds.as_numpy_iterator()` / `tfds.as_numpy(ds)` / `iter(ds)` or a function of the file that
+returns one, or drawn with `batch = next(it)` in a `for step in range(...)` loop (a batched,
+then `.repeat()`ed dataset ends every pass with a smaller batch). The pipeline is followed through assignments (`ds = ds.batch(bs)`)
 and `tensorflow` / `tensorflow_datasets` are recognised through the imports.
 
 ## Why is this bad?
@@ -211,9 +212,10 @@ class PadFinalBatch(Rule):
         """`for batch in ds` where `ds` is a tf.data pipeline batched without
         `drop_remainder=True` (`tfds.as_numpy(ds)`, `ds.as_numpy_iterator()`, a function of
         the file returning one)."""
-        stream = self._datasets.stream(loop.iter, [*_loop_path(self.ctx, loop), loop])
+        loop_path = [*_loop_path(self.ctx, loop), loop]
+        stream = self._datasets.stream(loop.iter, loop_path)
         if stream is None or stream.ragged is None:
-            return None
+            return self._next_batching(loop, loop_path)
         target = loop.target
         source = loop.iter
         if (
@@ -224,9 +226,33 @@ class PadFinalBatch(Rule):
             and len(target.elements) == 2
         ):
             target = target.elements[1].value  # not the counter
+        return self._stream_batching(stream, set(target_names(target)))
+
+    def _next_batching(self, loop: cst.For, loop_path: list[cst.CSTNode]) -> Batching | None:
+        """`batch = next(train_ds)` in the loop body (`for step in range(n)`), where
+        `train_ds` iterates such a pipeline."""
+        for node in iter_subtree(loop.body, into_scopes=False):
+            if not isinstance(node, cst.Assign):
+                continue
+            for call in iter_subtree(node.value, into_scopes=False):
+                if not (
+                    isinstance(call, cst.Call)
+                    and isinstance(call.func, cst.Name)
+                    and call.func.value == "next"
+                    and len(call.args) == 1
+                    and self.ctx.is_builtin("next", [*loop_path, node], anchor=call)
+                ):
+                    continue
+                stream = self._datasets.stream(call.args[0].value, [*loop_path, node, call])
+                if stream is not None and stream.ragged is not None:
+                    return self._stream_batching(stream, {n for t in node.targets for n in target_names(t.target)})
+        return None
+
+    def _stream_batching(self, stream: _Stream, names: set[str]) -> Batching:
         batch = stream.ragged
+        assert batch is not None
         size = batch.args[0].value if batch.args else None
-        if isinstance(batch.func, cst.Attribute):
+        if isinstance(batch.func, cst.Attribute) and batch.func.attr.value in ("batch", "padded_batch"):
             where = f"`.{batch.func.attr.value}({_code(self.ctx, size) if size is not None else ''})` without `drop_remainder=True`"
         else:
             where = f"`{_short(_code(self.ctx, batch.func))}(..., batch_size=...)`"
@@ -234,7 +260,7 @@ class PadFinalBatch(Rule):
             "dataset",
             f"the tf.data pipeline batched with {where}",
             "unless the number of examples is a multiple of the batch size",
-            names=set(target_names(target)),
+            names=names,
         )
 
     def _range_batching(self, loop: cst.For, source: cst.Call, index: str) -> Batching | None:
@@ -665,7 +691,7 @@ class _Datasets:
     def stream(self, expr: cst.BaseExpression, path: list[cst.CSTNode], depth: int = 0) -> _Stream | None:
         """The stream `expr` (read at the end of `path`, its ancestors) iterates; None when it is
         not known to be a tf.data dataset."""
-        if depth > 12:
+        if depth > 60:  # a function returning its own call
             return None
         ctx = self.ctx
         if isinstance(expr, cst.Name):
