@@ -44,6 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from _common import speedup_rows
 from jaxlint.runtime import bucket, count_compiles, pad_to, padded_batches, to_host
 
 
@@ -153,18 +154,6 @@ def interleave(variants: dict[str, Callable[[], Any]], rounds: int, setup: Calla
             variants[name](arg) if setup is not None else variants[name]()  # type: ignore[call-arg]
             times[name].append((time.perf_counter() - start) * 1e3)
     return times
-
-
-def speedup_rows(label: str, times: dict[str, list[float]]) -> list[str]:
-    names = list(times)
-    base = times[names[0]]
-    rows = []
-    for name in names:
-        median = statistics.median(times[name])
-        ratio = statistics.median(base) / median
-        paired = statistics.median(b / t for b, t in zip(base, times[name]))
-        rows.append(f"| {label} | {name} | {median:.2f} | {min(times[name]):.2f} | {ratio:.2f}x | {paired:.2f}x |")
-    return rows
 
 
 def part2(rounds: int, items: int) -> list[str]:

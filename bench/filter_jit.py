@@ -51,6 +51,7 @@ import jax.tree_util as jtu
 import numpy as np
 import optax
 
+from _common import Block
 from jaxlint.runtime import filter_jit
 
 
@@ -62,35 +63,6 @@ SIZES = {
 
 
 # -- the model -------------------------------------------------------------------------------
-
-
-class Block(eqx.Module):
-    attn: eqx.nn.MultiheadAttention
-    attn_dropout: eqx.nn.Dropout
-    attn_norm: eqx.nn.LayerNorm
-    fc1: eqx.nn.Linear
-    fc2: eqx.nn.Linear
-    mlp_dropout: eqx.nn.Dropout
-    mlp_norm: eqx.nn.LayerNorm
-
-    def __init__(self, hidden: int, heads: int, *, key: jax.Array) -> None:
-        k1, k2, k3 = jax.random.split(key, 3)
-        self.attn = eqx.nn.MultiheadAttention(
-            heads, hidden, use_query_bias=True, use_key_bias=True, use_value_bias=True,
-            use_output_bias=True, dropout_p=0.1, key=k1,
-        )  # fmt: skip
-        self.attn_dropout = eqx.nn.Dropout(0.1)
-        self.attn_norm = eqx.nn.LayerNorm(hidden)
-        self.fc1 = eqx.nn.Linear(hidden, 4 * hidden, key=k2)
-        self.fc2 = eqx.nn.Linear(4 * hidden, hidden, key=k3)
-        self.mlp_dropout = eqx.nn.Dropout(0.1)
-        self.mlp_norm = eqx.nn.LayerNorm(hidden)
-
-    def __call__(self, x: jax.Array, key: jax.Array) -> jax.Array:
-        k1, k2, k3 = jax.random.split(key, 3)
-        x = jax.vmap(self.attn_norm)(x + self.attn_dropout(self.attn(x, x, x, key=k1), key=k2))
-        h = jax.vmap(self.fc2)(jax.nn.gelu(jax.vmap(self.fc1)(x)))
-        return jax.vmap(self.mlp_norm)(x + self.mlp_dropout(h, key=k3))
 
 
 class Encoder(eqx.Module):

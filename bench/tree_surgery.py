@@ -61,6 +61,7 @@ import jax  # noqa: E402
 import jax.tree_util as jtu  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
 
+from _common import Block, speedup_rows  # noqa: E402
 from jaxlint.runtime import apply_transforms, make_mesh, shard_module, tree_at_batched  # noqa: E402
 
 
@@ -81,29 +82,6 @@ class Embeddings(eqx.Module):
         self.token_type = eqx.nn.Embedding(2, hidden, key=k3)
         self.norm = eqx.nn.LayerNorm(hidden)
         self.dropout = eqx.nn.Dropout(0.1)
-
-
-class Block(eqx.Module):
-    attn: eqx.nn.MultiheadAttention
-    attn_dropout: eqx.nn.Dropout
-    attn_norm: eqx.nn.LayerNorm
-    fc1: eqx.nn.Linear
-    fc2: eqx.nn.Linear
-    mlp_dropout: eqx.nn.Dropout
-    mlp_norm: eqx.nn.LayerNorm
-
-    def __init__(self, hidden: int, heads: int, *, key: jax.Array) -> None:
-        k1, k2, k3 = jax.random.split(key, 3)
-        self.attn = eqx.nn.MultiheadAttention(
-            heads, hidden, use_query_bias=True, use_key_bias=True, use_value_bias=True,
-            use_output_bias=True, dropout_p=0.1, key=k1,
-        )
-        self.attn_dropout = eqx.nn.Dropout(0.1)
-        self.attn_norm = eqx.nn.LayerNorm(hidden)
-        self.fc1 = eqx.nn.Linear(hidden, 4 * hidden, key=k2)
-        self.fc2 = eqx.nn.Linear(4 * hidden, hidden, key=k3)
-        self.mlp_dropout = eqx.nn.Dropout(0.1)
-        self.mlp_norm = eqx.nn.LayerNorm(hidden)
 
 
 class Encoder(eqx.Module):
@@ -284,18 +262,6 @@ def measure(variants: dict[str, Callable[[], Any]], rounds: int) -> dict[str, li
     return times
 
 
-def table_rows(label: str, times: dict[str, list[float]]) -> list[str]:
-    names = list(times)
-    base = times[names[0]]
-    rows = []
-    for name in names:
-        median = statistics.median(times[name])
-        ratio = statistics.median(base) / median
-        paired = statistics.median(b / t for b, t in zip(base, times[name]))
-        rows.append(f"| {label} | {name} | {median:.2f} | {min(times[name]):.2f} | {ratio:.1f}x | {paired:.1f}x |")
-    return rows
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layers", type=int, nargs="+", default=[4, 12, 24])
@@ -322,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
             "tree_at_batched": lambda: surgery_batched(model, TP_PLAN),
             "apply_transforms": lambda: surgery_apply(model, TP_PLAN),
         }
-        surgery += table_rows(label, measure(variants, args.rounds))
+        surgery += speedup_rows(label, measure(variants, args.rounds), digits=1)
         pairs = matches(model, TP_PLAN)
         getters, values = [g for g, _ in pairs], [v for _, v in pairs]
         variants = {
@@ -330,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
             "single eqx.tree_at": lambda: eqx.tree_at(lambda m: [g(m) for g in getters], model, values),
             "tree_at_batched": lambda: tree_at_batched(model, pairs),
         }
-        replace_only += table_rows(label, measure(variants, args.rounds))
+        replace_only += speedup_rows(label, measure(variants, args.rounds), digits=1)
         print(f"{label}: tree surgery done", file=sys.stderr)
         if not args.skip_shard:
             arrays = sum(eqx.is_array(x) for x in jtu.tree_leaves(model))
@@ -339,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
                 "tree_map, device_put per leaf": lambda: shard_tree_map(model, mesh),
                 "shard_module": lambda: shard_helper(model, mesh),
             }
-            sharding += table_rows(f"{layers} layers, {arrays} arrays", measure(variants, args.rounds))
+            sharding += speedup_rows(f"{layers} layers, {arrays} arrays", measure(variants, args.rounds), digits=1)
             print(f"{label}: sharding done", file=sys.stderr)
 
     print("\nTree surgery from (model, plan): matching + transforms + replacement (speed-up over the loop)\n")
