@@ -123,13 +123,19 @@ def _walk_statements(
     """Every def, assignment and call in the file with its ancestors."""
     from ._walk import iter_children
 
-    stack: list[tuple[cst.CSTNode, list[cst.CSTNode]]] = [(module, [])]
+    # One shared ancestor list, cut back to each node's depth; a copy only for the nodes
+    # yielded (a list per visited node was most of this walk's cost).
+    stack: list[tuple[cst.CSTNode, int]] = [(module, 0)]
+    path: list[cst.CSTNode] = []
+    wanted = (cst.FunctionDef, cst.Assign, cst.Call)
     while stack:
-        node, path = stack.pop()
-        if isinstance(node, (cst.FunctionDef, cst.Assign, cst.Call)):
-            yield node, path
-        child_path = [*path, node]
-        stack.extend((child, child_path) for child in reversed(list(iter_children(node))))
+        node, depth = stack.pop()
+        del path[depth:]
+        if isinstance(node, wanted):
+            yield node, path[:]
+        path.append(node)
+        depth += 1
+        stack.extend((child, depth) for child in reversed(list(iter_children(node))))
 
 
 def _in_class_defining(ancestors: Sequence[cst.CSTNode], method: str) -> bool:
