@@ -23,6 +23,7 @@ functions and statements. `finish()` runs after the walk, for rules that need th
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -42,6 +43,7 @@ __all__ = [
     "Option",
     "RawFinding",
     "Rule",
+    "unused_name",
 ]
 
 
@@ -182,3 +184,15 @@ class RuleSet:
 
     rules: tuple[type[Rule], ...]
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def unused_name(source: str, base: str, taken: set[str] | None = None) -> str:
+    """`base`, or `base_2`, `base_3`...: the first that appears nowhere in `source` as a word
+    and is not in `taken` (names already handed out in this pass, added to it)."""
+    name, suffix = base, 1
+    while (taken is not None and name in taken) or re.search(rf"\b{re.escape(name)}\b", source):
+        suffix += 1
+        name = f"{base}_{suffix}"
+    if taken is not None:
+        taken.add(name)
+    return name

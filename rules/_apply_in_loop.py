@@ -9,7 +9,6 @@ module options (`train=`, `layer_indices=`) are static.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import libcst as cst
@@ -17,7 +16,7 @@ import libcst as cst
 from jaxlint._callgraph import Mode, in_test, runs_many_times
 from jaxlint._context import FileContext, Loop
 from jaxlint._nodes import loop_header
-from jaxlint._rule import Applicability, Edit, Fix, ImportSpec
+from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, unused_name
 
 from ._jit_analysis import _OPTION_NAME
 
@@ -106,7 +105,7 @@ def _fix(ctx: FileContext, found: ApplyCall, receiver: str, root: str | None, ta
             statics.append(name)
     module = ctx.module
     jit, imports = _jit_spelling(ctx)
-    name = _unique(module.code, f"jitted_{_last(receiver)}_apply", taken)
+    name = unused_name(module.code, f"jitted_{_last(receiver)}_apply", taken)
     options = ""
     if statics:
         names = ", ".join(f'"{n}"' for n in dict.fromkeys(statics))
@@ -136,12 +135,3 @@ def _root(expr: cst.BaseExpression) -> str | None:
 
 def _last(receiver: str) -> str:
     return receiver.rsplit(".", 1)[-1]
-
-
-def _unique(source: str, base: str, taken: set[str]) -> str:
-    name, suffix = base, 1
-    while name in taken or re.search(rf"\b{re.escape(name)}\b", source):
-        suffix += 1
-        name = f"{base}_{suffix}"
-    taken.add(name)
-    return name

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -17,7 +16,7 @@ from jaxlint._nodes import (
     render_path,
 )
 from jaxlint._scope import target_names
-from jaxlint._rule import Applicability, Edit, Fix, ImportSpec
+from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, unused_name
 
 
 if TYPE_CHECKING:
@@ -293,14 +292,6 @@ def chain_fix(module: cst.Module, chain: Sequence[TreeAtCall]) -> Fix | None:
     return Fix(applicability, tuple(edits), f"Merge the {count} `tree_at` calls into one")
 
 
-def _unique_name(source: str, base: str) -> str:
-    name, suffix = base, 1
-    while re.search(rf"\b{re.escape(name)}\b", source):
-        suffix += 1
-        name = f"{base}_{suffix}"
-    return name
-
-
 def _late_bound_closure(hoist: Loop, name: str) -> bool:
     """Whether the loop binds `name` to a function it defines (`def name`, `name = lambda`)
     that reads variables the loop rebinds: such closures see the *last* iteration's values
@@ -365,7 +356,7 @@ def loop_fix(
     replacement_text = module.code_for_node(call.replace)
     leading = [*call.line.leading_lines, *_inner_comments(call.call)]
     if use_runtime:
-        updates = _unique_name(source, "tree_at_updates")
+        updates = unused_name(source, "tree_at_updates")
         pair = f"({where_text}, {replacement_text})"
         append_text = _layout(f"{updates}.append", [pair], "", unit, len(call.indent))
         append = cst.parse_statement(append_text + "\n", config=config)
@@ -387,8 +378,8 @@ def loop_fix(
             "Collect the updates in the loop and apply them with `tree_at_batched` after it",
             imports=(ImportSpec("jaxlint.runtime", "tree_at_batched"),),
         )
-    wheres = _unique_name(source, "tree_at_wheres")
-    replacements = _unique_name(source, "tree_at_replacements")
+    wheres = unused_name(source, "tree_at_wheres")
+    replacements = unused_name(source, "tree_at_replacements")
     append_where = cst.parse_statement(f"{wheres}.append({where_text})\n", config=config)
     append_replacement = cst.parse_statement(
         f"{replacements}.append({replacement_text})\n", config=config

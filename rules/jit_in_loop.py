@@ -63,7 +63,6 @@ wrapped name is bound elsewhere in the loop.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -73,7 +72,7 @@ from jaxlint import _jaxapi
 from jaxlint._callgraph import in_test, runs_many_times
 from jaxlint._context import FileContext, Loop
 from jaxlint._nodes import free_names, iter_subtree, loop_header
-from jaxlint._rule import Applicability, Edit, Fix, Rule
+from jaxlint._rule import Applicability, Edit, Fix, Rule, unused_name
 from jaxlint._scope import function_scope, target_names
 
 
@@ -468,7 +467,7 @@ def _fix(ctx: FileContext, wrap: _Wrap, taken: set[str]) -> Fix | None:
         return None
     call = wrap.node
     assert isinstance(call, cst.Call)
-    name = _unique_name(module.code, _base_name(wrap), taken)
+    name = unused_name(module.code, _base_name(wrap), taken)
     wrapper = call
     new_call: cst.Call = parent
     if captured:
@@ -536,15 +535,6 @@ def _base_name(wrap: _Wrap) -> str:
         if isinstance(func, cst.Attribute):
             return f"jitted_{func.attr.value}"
     return "jitted_fn"
-
-
-def _unique_name(source: str, base: str, taken: set[str]) -> str:
-    name, suffix = base, 1
-    while name in taken or re.search(rf"\b{re.escape(name)}\b", source):
-        suffix += 1
-        name = f"{base}_{suffix}"
-    taken.add(name)
-    return name
 
 
 def _keyword(name: str) -> cst.Arg:
