@@ -11,6 +11,7 @@ from ._walk import iter_children
 
 
 __all__ = [
+    "literal_iterations",
     "loop_header",
     "assigns_name",
     "attribute_path",
@@ -190,3 +191,24 @@ def loop_header(loop: cst.CSTNode) -> str:
         return "a comprehension"
     text = " ".join(text.split())
     return f"`{text}`" if len(text) <= 60 else f"`{text[:57]}...`"
+
+
+def literal_iterations(loop: cst.CSTNode) -> int | None:
+    """How many times a `for` loop runs when its header says so: `range(<int literal>)`, or
+    a literal tuple or list without starred elements; None otherwise."""
+    if not isinstance(loop, cst.For):
+        return None
+    source = loop.iter
+    if isinstance(source, (cst.Tuple, cst.List)) and all(
+        isinstance(e, cst.Element) for e in source.elements
+    ):
+        return len(source.elements)
+    if (
+        isinstance(source, cst.Call)
+        and isinstance(source.func, cst.Name)
+        and source.func.value == "range"
+        and len(source.args) == 1
+        and isinstance(source.args[0].value, cst.Integer)
+    ):
+        return int(source.args[0].value.evaluated_value)
+    return None

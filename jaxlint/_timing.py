@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ._waits import DeviceFlow, Step, Work
-from ._nodes import iter_subtree
+from ._nodes import iter_subtree, literal_iterations
 from ._scope import target_names
 from ._walk import iter_children
 
@@ -461,18 +461,9 @@ def _runs(loop: cst.For | cst.While) -> bool:
     literal>)`, a non-empty literal sequence, or `while True`."""
     if isinstance(loop, cst.While):
         return isinstance(loop.test, cst.Name) and loop.test.value == "True"
-    source = loop.iter
-    if isinstance(source, (cst.Tuple, cst.List)):
-        return bool(source.elements)
-    if (
-        isinstance(source, cst.Call)
-        and isinstance(source.func, cst.Name)
-        and source.func.value == "range"
-        and len(source.args) == 1
-        and isinstance(source.args[0].value, cst.Integer)
-    ):
-        return int(source.args[0].value.evaluated_value) > 0
-    return False
+    if isinstance(loop.iter, (cst.Tuple, cst.List)):
+        return bool(loop.iter.elements)
+    return (literal_iterations(loop) or 0) > 0
 
 
 def _step_calls(step: Step) -> Iterator[tuple[cst.Call, tuple[cst.CSTNode, ...]]]:

@@ -112,7 +112,7 @@ import libcst as cst
 
 from jaxlint._context import FileContext, Loop
 from jaxlint._jaxapi import TREE_AT
-from jaxlint._nodes import assigns_name, contains_exit, free_names, iter_subtree, reads_name
+from jaxlint._nodes import assigns_name, contains_exit, free_names, iter_subtree, literal_iterations, reads_name
 from jaxlint._rule import Applicability, Fix, Option, Rule
 
 from ._tree_at_fixes import chain_fix, chain_paths, indentation, loop_fix, overlapping
@@ -498,30 +498,10 @@ def _callee(module: cst.Module, call: TreeAtCall) -> str:
     return module.code_for_node(call.call.func)
 
 
-def _iterations(loop: Loop) -> int | None:
-    """How many times a loop runs, when the code says it (`range(6)`, a literal sequence)."""
-    if not isinstance(loop, cst.For):
-        return None
-    source = loop.iter
-    if isinstance(source, (cst.Tuple, cst.List)) and all(
-        isinstance(e, cst.Element) for e in source.elements
-    ):
-        return len(source.elements)
-    if (
-        isinstance(source, cst.Call)
-        and isinstance(source.func, cst.Name)
-        and source.func.value == "range"
-        and len(source.args) == 1
-        and isinstance(source.args[0].value, cst.Integer)
-    ):
-        return int(source.args[0].value.evaluated_value)
-    return None
-
-
 def _loop_message(module: cst.Module, call: TreeAtCall) -> str:
     count = 1
     for loop in call.loops:
-        iterations = _iterations(loop)
+        iterations = literal_iterations(loop)
         if iterations is None:
             count = 0
             break
