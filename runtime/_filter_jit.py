@@ -39,7 +39,7 @@ import operator
 import types
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 
@@ -550,6 +550,17 @@ def _make_builder(
         index = dyn_index[pos]
         return f"L[{index}]" if index is not None else const(merged[pos])
 
+    def gen_all(tds: Sequence[Any], objs: Sequence[Any], pos: int) -> tuple[list[str], int] | None:
+        """Expressions for sibling subtrees, their leaves numbered from `pos` on."""
+        exprs = []
+        for td, obj in zip(tds, objs):
+            made = gen(td, obj, pos)
+            if made is None:
+                return None
+            exprs.append(made[0])
+            pos = made[1]
+        return exprs, pos
+
     def gen(td: Any, obj: Any, pos: int) -> tuple[str, int] | None:
         data = td.node_data()
         if data is None:
@@ -562,13 +573,10 @@ def _make_builder(
             subs = list(obj.values()) if node_type is dict else list(obj)
             if len(subs) != len(children):
                 return None
-            exprs = []
-            for child_td, child in zip(children, subs):
-                made = gen(child_td, child, pos)
-                if made is None:
-                    return None
-                exprs.append(made[0])
-                pos = made[1]
+            made_children = gen_all(children, subs, pos)
+            if made_children is None:
+                return None
+            exprs, pos = made_children
             if node_type is tuple:
                 return "(" + "".join(f"{e}, " for e in exprs) + ")", pos
             if node_type is list:
@@ -580,13 +588,10 @@ def _make_builder(
             subs = _jtu.tree_flatten(obj, is_leaf=lambda y: y is not obj)[0]
             if len(subs) != len(children) or type(obj) is not node_type:
                 return None
-            exprs = []
-            for child_td, child in zip(children, subs):
-                made = gen(child_td, child, pos)
-                if made is None:
-                    return None
-                exprs.append(made[0])
-                pos = made[1]
+            made_children = gen_all(children, subs, pos)
+            if made_children is None:
+                return None
+            exprs, pos = made_children
             var = f"o{len(lines)}"
             # `object.__new__`, then the instance dict filled in the reference's order (faster
             # than `object.__setattr__` per field, or than assigning a new `__dict__`).
