@@ -70,8 +70,8 @@ def discover(rules: Sequence[str] = ()) -> list[FixturePair]:
     return pairs
 
 
-def _load(path: Path) -> ModuleType:
-    """Import a fixture file as a fresh module under a private name."""
+def load_module(path: Path) -> ModuleType:
+    """Import a fixture file as a fresh module under a private name (each call a new one)."""
     name = f"_jaxlint_bench_{next(_counter)}_{path.stem.replace('.', '_')}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:  # pragma: no cover - a .py path always has one
@@ -124,7 +124,7 @@ def _cold_run(main: Any) -> tuple[Any, int]:
 def _measure(pair: FixturePair, trials: int) -> dict[str, Any]:
     from jaxlint.runtime import BenchmarkWarning, compare
 
-    before, after = _load(pair.before), _load(pair.after)
+    before, after = load_module(pair.before), load_module(pair.after)
     out_before, compiles_before = _cold_run(before.main)
     out_after, compiles_after = _cold_run(after.main)
     equal = _same(out_before, out_after)

@@ -35,3 +35,20 @@ def run_cli(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
         return result
 
     return invoke
+
+
+@pytest.fixture
+def run_doc_examples():  # type: ignore[no-untyped-def]
+    """A function running every ```python block of an object's docstring (dedented, each in
+    a fresh namespace); it fails when the docstring has none."""
+    import re
+
+    def run(obj: object) -> None:
+        blocks = re.findall(r"```python\n(.*?)```", obj.__doc__ or "", flags=re.S)
+        assert blocks, f"{obj!r} has no ```python example"
+        for block in blocks:
+            lines = block.splitlines()
+            indent = min(len(line) - len(line.lstrip()) for line in lines if line.strip())
+            exec("\n".join(line[indent:] for line in lines), {})
+
+    return run

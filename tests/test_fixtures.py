@@ -14,15 +14,14 @@ For every rule's folder:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import libcst as cst
 import pytest
 
+from jaxlint._bench import load_module
 from jaxlint._engine import analyze
 from jaxlint._fixer import fix_source
 from jaxlint._registry import all_rules
@@ -138,18 +137,6 @@ def test_fixed_output_is_a_fixed_point(slug: str, path: Path) -> None:
     assert all(f.fix is None for f in again.remaining), "a fixable finding is left"
 
 
-def _load(path: Path, name: str):  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(name, None)
-    return module
-
-
 def assert_trees_equal(before: object, after: object) -> None:
     import jax
     import numpy as np
@@ -167,8 +154,8 @@ def test_fixed_program_computes_the_same(slug: str, path: Path) -> None:
     golden = _golden(path)
     if not golden.exists():
         pytest.skip("no fix for this fixture")
-    before = _load(path, f"_fixture_before_{path.stem}").main()
-    after = _load(golden, f"_fixture_after_{path.stem}").main()
+    before = load_module(path).main()
+    after = load_module(golden).main()
     assert_trees_equal(before, after)
 
 

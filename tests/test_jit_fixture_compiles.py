@@ -4,35 +4,21 @@ missing-jit decorates compiles once for all batches of one shape."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
+from jaxlint._bench import load_module
+
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-
-
-def _main(relative: str):  # type: ignore[no-untyped-def]
-    path = FIXTURES / relative
-    name = "_compiles_" + relative.replace("/", "_").replace(".", "_").replace("-", "_")
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(name, None)
-    return module.main
 
 
 def _compiles(relative: str) -> dict[str, int]:
     pytest.importorskip("jax")
     from jaxlint.runtime import count_compiles
 
-    main = _main(relative)
+    main = load_module(FIXTURES / relative).main
     with count_compiles() as compiles:
         main()
     return compiles.by_name

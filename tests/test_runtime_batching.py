@@ -152,12 +152,7 @@ def test_pad_to() -> None:
 
 
 @pytest.mark.parametrize("name", ["padded_batches", "bucket", "pad_to"])
-def test_docstring_examples_run(name: str) -> None:
+def test_docstring_examples_run(name: str, run_doc_examples) -> None:  # type: ignore[no-untyped-def]
     import jaxlint.runtime as runtime
 
-    blocks = re.findall(r"```python\n(.*?)```", getattr(runtime, name).__doc__, flags=re.S)
-    assert blocks
-    for block in blocks:
-        lines = block.splitlines()
-        indent = min(len(line) - len(line.lstrip()) for line in lines if line.strip())
-        exec("\n".join(line[indent:] for line in lines), {})
+    run_doc_examples(getattr(runtime, name))

@@ -156,19 +156,7 @@ def test_compare_times_jax_work_blocked(matmul_chain) -> None:  # type: ignore[n
 
 
 @pytest.mark.parametrize("name", ["benchmark", "compare"])
-def test_docstring_examples_run(name: str) -> None:
-    _run_examples(name)
-
-
-def _run_examples(name: str) -> None:
-    """Run every ```python block of a public helper's docstring."""
-    import re
-
+def test_docstring_examples_run(name: str, run_doc_examples) -> None:  # type: ignore[no-untyped-def]
     import jaxlint.runtime as runtime
 
-    blocks = re.findall(r"```python\n(.*?)```", getattr(runtime, name).__doc__, flags=re.S)
-    assert blocks
-    for block in blocks:
-        lines = block.splitlines()
-        indent = min(len(line) - len(line.lstrip()) for line in lines if line.strip())
-        exec("\n".join(line[indent:] for line in lines), {})
+    run_doc_examples(getattr(runtime, name))

@@ -190,10 +190,5 @@ def test_flax_linen_model_through_capture_intermediates() -> None:
     np.testing.assert_allclose(output, model.apply(variables, x + 2), rtol=1e-5)
 
 
-def test_docstring_example_runs() -> None:
-    blocks = re.findall(r"```python\n(.*?)```", jit_extraction.__doc__ or "", flags=re.S)
-    assert blocks
-    for block in blocks:
-        lines = block.splitlines()
-        indent = min(len(line) - len(line.lstrip()) for line in lines if line.strip())
-        exec("\n".join(line[indent:] for line in lines), {})
+def test_docstring_example_runs(run_doc_examples) -> None:  # type: ignore[no-untyped-def]
+    run_doc_examples(jit_extraction)

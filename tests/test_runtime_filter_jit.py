@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import re
 import warnings
 from typing import Any
 
@@ -472,10 +471,5 @@ def test_lower_and_compile_ahead_of_time() -> None:
         compiled(eqx.tree_at(lambda m: m.activation, model, jax.nn.tanh), x)
 
 
-def test_docstring_example_runs() -> None:
-    blocks = re.findall(r"```python\n(.*?)```", filter_jit.__doc__ or "", flags=re.S)
-    assert blocks
-    for block in blocks:
-        lines = block.splitlines()
-        indent = min(len(line) - len(line.lstrip()) for line in lines if line.strip())
-        exec("\n".join(line[indent:] for line in lines), {})
+def test_docstring_example_runs(run_doc_examples) -> None:  # type: ignore[no-untyped-def]
+    run_doc_examples(filter_jit)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -234,13 +233,7 @@ def test_make_mesh_rejects_a_device_count_mismatch_here() -> None:
 
 
 @pytest.mark.parametrize("name", ["make_mesh", "shard_module"])
-def test_docstring_examples_run(name: str) -> None:
+def test_docstring_examples_run(name: str, run_doc_examples) -> None:  # type: ignore[no-untyped-def]
     import jaxlint.runtime as runtime
 
-    doc = getattr(runtime, name).__doc__
-    blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
-    assert blocks
-    for block in blocks:
-        lines = block.splitlines()
-        indent = min(len(l) - len(l.lstrip()) for l in lines if l.strip())
-        exec("\n".join(l[indent:] for l in lines), {})
+    run_doc_examples(getattr(runtime, name))

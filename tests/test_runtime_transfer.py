@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import re
 import threading
 import time
 
@@ -161,12 +160,7 @@ def test_bad_sizes_are_rejected_at_the_call() -> None:
 
 
 @pytest.mark.parametrize("name", ["to_host", "prefetch_to_host", "prefetch_to_device"])
-def test_docstring_examples_run(name: str) -> None:
+def test_docstring_examples_run(name: str, run_doc_examples) -> None:  # type: ignore[no-untyped-def]
     import jaxlint.runtime as runtime
 
-    blocks = re.findall(r"```python\n(.*?)```", getattr(runtime, name).__doc__, flags=re.S)
-    assert blocks
-    for block in blocks:
-        lines = block.splitlines()
-        indent = min(len(line) - len(line.lstrip()) for line in lines if line.strip())
-        exec("\n".join(line[indent:] for line in lines), {})
+    run_doc_examples(getattr(runtime, name))

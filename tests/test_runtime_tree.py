@@ -5,7 +5,6 @@ from __future__ import annotations
 import fnmatch
 import functools as ft
 import random
-import re
 
 import equinox as eqx
 import jax
@@ -548,13 +547,7 @@ def test_apply_transforms_edge_cases() -> None:
 
 
 @pytest.mark.parametrize("name", ["iter_modules", "tree_at_batched", "apply_transforms"])
-def test_docstring_examples_run(name: str) -> None:
+def test_docstring_examples_run(name: str, run_doc_examples) -> None:  # type: ignore[no-untyped-def]
     import jaxlint.runtime as runtime
 
-    doc = getattr(runtime, name).__doc__
-    blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
-    assert blocks
-    for block in blocks:
-        lines = block.splitlines()
-        indent = min(len(l) - len(l.lstrip()) for l in lines if l.strip())
-        exec("\n".join(l[indent:] for l in lines), {})
+    run_doc_examples(getattr(runtime, name))
