@@ -274,6 +274,24 @@ class DeviceIndex:
             target = self._jitted_def(func.value, path)
         return Consumer(api, target, _params(target))
 
+    def looped_consumer(
+        self, call: cst.Call, loop_types: tuple[type[cst.CSTNode], ...] = (cst.For, cst.While)
+    ) -> tuple[Consumer, list[cst.CSTNode]] | None:
+        """For the call being visited: its jitted callable and the enclosing loops of
+        `loop_types` (outermost first), when the call passes arguments, runs in such a loop,
+        is dispatched from eager code and is not test code; None otherwise. What the data-loop
+        rules look at before asking what the loop feeds the call."""
+        if not call.args:
+            return None
+        consumer = self.consumer(call)
+        if consumer is None:
+            return None
+        loops = [loop for loop in self.ctx.loops(call) if isinstance(loop, loop_types)]
+        ancestors = self.ctx.ancestors
+        if not loops or self.is_traced(ancestors) or self.in_test(ancestors):
+            return None
+        return consumer, loops
+
     def is_traced(self, ancestors: Sequence[cst.CSTNode] | None = None) -> bool:
         """Whether code at `ancestors` runs under a trace, so its calls are staged and host
         conversions are impossible: inside a jitted function (`JitIndex.is_traced`), a

@@ -101,14 +101,10 @@ class GrowingShapeLoop(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        if not node.args:
+        found = ctx.device.looped_consumer(node)
+        if found is None:
             return
-        consumer = ctx.device.consumer(node)
-        if consumer is None:
-            return
-        loops = [loop for loop in ctx.loops(node) if isinstance(loop, (cst.For, cst.While))]
-        if not loops or ctx.device.is_traced(ctx.ancestors) or ctx.device.in_test(ctx.ancestors):
-            return
+        loops = found[1]
         callee = ctx.module.code_for_node(node.func)
         for arg in node.args:
             for loop in reversed(loops):

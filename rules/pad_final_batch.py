@@ -137,14 +137,10 @@ class PadFinalBatch(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        if not node.args:
+        found = ctx.device.looped_consumer(node, (cst.For,))
+        if found is None:
             return
-        consumer = ctx.device.consumer(node)
-        if consumer is None:
-            return
-        loops = [loop for loop in ctx.loops(node) if isinstance(loop, cst.For)]
-        if not loops or ctx.device.is_traced(ctx.ancestors) or ctx.device.in_test(ctx.ancestors):
-            return
+        consumer, loops = found
         for loop in reversed(loops):
             batching = self._batching(loop)
             if batching is None or id(loop) in self._reported:
