@@ -742,9 +742,10 @@ def _few_iterations(loop: Loop) -> bool:
 
 
 def _few_literal_items(ctx, loop: Loop) -> bool:  # type: ignore[no-untyped-def]
-    """`for i, text in enumerate(test_inputs)` where the function sets `test_inputs` only to
-    a literal list or tuple of fewer than 10 items (a handful of prompts to verify, of
-    settings to compare): a few iterations, each a whole check."""
+    """`for i, text in enumerate(test_inputs)` where the function (or, for a loop at module
+    level, the module) sets `test_inputs` only to a literal list or tuple of fewer than 10
+    items (a handful of prompts to verify, of state points to simulate, of settings to
+    compare): a few iterations, each a whole check."""
     if not isinstance(loop, cst.For):
         return False
     source = loop.iter
@@ -759,11 +760,10 @@ def _few_literal_items(ctx, loop: Loop) -> bool:  # type: ignore[no-untyped-def]
     if not isinstance(source, cst.Name):
         return False
     path = _loop_path(ctx, loop)
-    scope = next((n for n in reversed(path) if isinstance(n, cst.FunctionDef)), None)
-    if scope is None:
-        return False
+    function = next((n for n in reversed(path) if isinstance(n, cst.FunctionDef)), None)
+    scope = ctx.module if function is None else function.body
     values = []
-    for node in iter_subtree(scope.body, into_scopes=False):
+    for node in iter_subtree(scope, into_scopes=False):
         if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.AsName, cst.NamedExpr)):
             target = node.name if isinstance(node, cst.AsName) else node.target
             if source.value in target_names(target):
