@@ -158,6 +158,8 @@ def analyze(
         return Analysis(result)
     if _ignores_file(text):
         return Analysis(result)
+    if notebook is not None:
+        result.findings.extend(_broken_cell_finding(path, number, code) for number, code in notebook.broken)
     if not any(token in text for token in FAMILY_TOKENS):
         # Not JAX code: no rule can fire, so only check that it parses (CPython's parser
         # is ~6x faster than libcst's; libcst decides when they disagree on new syntax).
@@ -227,6 +229,25 @@ def _locate_in_notebook(finding: Finding, notebook: NotebookSource | None) -> Fi
         end_line=end_line if end_cell == cell else line,
         fix=None,
         fix_title=None,
+    )
+
+
+def _broken_cell_finding(path: str, cell: int, code: str) -> Finding:
+    """JL000 for a notebook cell that does not parse on its own."""
+    error = _cpython_syntax_error(code)
+    line, column = (error.lineno or 1, max(error.offset or 1, 1)) if error else (1, 1)
+    lines = source_lines(code)
+    return Finding(
+        path=path,
+        line=line,
+        column=column,
+        end_line=line,
+        end_column=column,
+        code=SYNTAX_ERROR_CODE,
+        rule=SYNTAX_ERROR_SLUG,
+        message=f"SyntaxError: {error.msg if error else 'invalid syntax'}",
+        source_line=lines[line - 1] if line <= len(lines) else "",
+        cell=cell,
     )
 
 

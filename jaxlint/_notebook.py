@@ -1,5 +1,8 @@
 """Jupyter notebooks: lint the code cells as one module, report findings per cell.
 
+A cell that is not valid Python is reported (JL000, in that cell) and left out, so the other
+cells are still linted.
+
 IPython syntax (`%magic`, `!shell`, `?help`, automagic `pip install x`) is not Python; such lines are replaced by `pass`
 at the same indentation so line numbers and blocks stay intact. Fixes are not applied to
 notebooks (their JSON would have to be rewritten cell by cell); findings are reported.
@@ -27,6 +30,10 @@ class NotebookSource:
     text: str
     # For each line of `text` (0-based): (cell number, 1-based; line within the cell, 1-based).
     origins: tuple[tuple[int, int], ...]
+    # Cells that are not valid Python even with IPython syntax masked: (cell number, the
+    # masked code). They are blank in `text`, so that one broken cell does not hide the
+    # findings of the others (Jupyter runs the other cells too).
+    broken: tuple[tuple[int, str], ...] = ()
 
     def locate(self, line: int) -> tuple[int, int]:
         """(cell, line in cell) of a 1-based line of `text`."""
@@ -107,6 +114,7 @@ def read_notebook(data: bytes) -> NotebookSource:
         raise NotebookError("broken notebook: no list of cells")
     lines: list[str] = []
     origins: list[tuple[int, int]] = []
+    broken: list[tuple[int, str]] = []
     for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
@@ -120,9 +128,13 @@ def read_notebook(data: bytes) -> NotebookSource:
         if not _parses("\n".join(masked)):
             # Only then look for automagic: `cd ,` inside a bracket is Python, not a magic.
             masked = _mask_cell(cell_lines, automagic=True)
+            if not _parses("\n".join(masked)):
+                broken.append((number, "\n".join(masked) + "\n"))
+                masked = [""] * len(masked)
         lines.extend(masked)
         origins.extend((number, index) for index in range(1, len(masked) + 1))
-    return NotebookSource("\n".join(lines) + ("\n" if lines else ""), tuple(origins))
+    text = "\n".join(lines) + ("\n" if lines else "")
+    return NotebookSource(text, tuple(origins), tuple(broken))
 
 
 def _mask_cell(cell_lines: list[str], automagic: bool) -> list[str]:
@@ -132,16 +144,76 @@ def _mask_cell(cell_lines: list[str], automagic: bool) -> list[str]:
         return [""] * len(cell_lines)  # `%%bash`, `%%writefile`...: the cell is not Python
     masked: list[str] = []
     continued = False
+    python = _LineScanner()
     for line in cell_lines:
         if continued:
             continued = line.endswith("\\")
             line = ""  # the rest of a `!cmd \` shell line
-        elif _is_ipython_syntax(line, automagic):
+        elif python.at_statement_start and _is_ipython_syntax(line, automagic):
             continued = line.endswith("\\")
             indent = line[: len(line) - len(line.lstrip())]
             line = f"{indent}pass"
+        else:
+            # `% (a, b)` continuing a bracketed `'%d' % ...`, or a line inside a docstring,
+            # is Python even though it starts like a magic.
+            python.scan(line)
         masked.append(line)
     return masked
+
+
+class _LineScanner:
+    """Tracks, line by line, whether the next line starts a new statement: not inside
+    brackets, a string, or after a backslash continuation."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.quote = ""  # the open triple quote, if any
+        self.backslash = False
+
+    @property
+    def at_statement_start(self) -> bool:
+        return self.depth == 0 and not self.quote and not self.backslash
+
+    def scan(self, line: str) -> None:
+        self.backslash = False
+        i, n = 0, len(line)
+        while i < n:
+            if self.quote:
+                end = line.find(self.quote, i)
+                while end > 0 and _escaped(line, end):
+                    end = line.find(self.quote, end + 1)
+                if end < 0:
+                    return
+                i, self.quote = end + 3, ""
+                continue
+            char = line[i]
+            if char == "#":
+                return
+            if char in "([{":
+                self.depth += 1
+            elif char in ")]}":
+                self.depth = max(0, self.depth - 1)
+            elif char in "'\"":
+                if line.startswith(char * 3, i):
+                    self.quote = char * 3
+                    i += 3
+                    continue
+                end = i + 1
+                while end < n and (line[end] != char or _escaped(line, end)):
+                    end += 1
+                i = end  # an unterminated one-line string ends the line
+            elif char == "\\" and i == n - 1:
+                self.backslash = True
+            i += 1
+
+
+def _escaped(line: str, index: int) -> bool:
+    """Whether the character at `index` follows an odd number of backslashes."""
+    count = 0
+    while index > 0 and line[index - 1] == "\\":
+        count += 1
+        index -= 1
+    return count % 2 == 1
 
 
 def _parses(code: str) -> bool:

@@ -101,3 +101,22 @@ def test_a_magic_name_inside_python_is_left_alone() -> None:
     cell = "total = sum([\n    time ,\n    cd + 1,\n])\n"
     source = read_notebook(_notebook(("code", cell)))
     assert source.text.splitlines() == cell.splitlines()
+
+
+def test_a_percent_continuing_a_bracketed_expression_is_python() -> None:
+    cell = "print(\n    'a: %d'\n    % (\n        a,\n    )\n)\n%matplotlib inline\n"
+    doc = "x = '''\n%not a magic, docstring text\n'''\n"
+    source = read_notebook(_notebook(("code", cell), ("code", doc)))
+    assert source.text.splitlines() == [*cell.splitlines()[:-1], "pass", *doc.splitlines()]
+    assert source.broken == ()
+
+
+def test_a_broken_cell_is_reported_in_place_and_the_other_cells_are_still_linted() -> None:
+    data = _notebook(
+        ("code", "import equinox as eqx\n"),
+        ("code", "Licensed under the Apache License\n  http://www.apache.org\n"),
+        ("code", LOOP),
+    )
+    findings = analyze("nb.ipynb", data, [TreeAtBatch]).result.findings
+    assert [(f.code, f.cell, f.line) for f in findings] == [("JL000", 2, 1), ("JL003", 3, 2)]
+    assert findings[0].message.startswith("SyntaxError: ")
