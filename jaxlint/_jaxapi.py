@@ -111,8 +111,17 @@ def is_tree_util(qualified_name: str) -> bool:
     return qualified_name.startswith(("jax.tree.", "jax.tree_util."))
 
 
+# `jax.numpy` names that are NumPy's own functions (`jnp.savez is np.savez`): host code,
+# no device work.
+_HOST_NUMPY_REEXPORTS = frozenset(
+    {"jax.numpy.save", "jax.numpy.savez", "jax.numpy.array_repr", "jax.numpy.array_str", "jax.numpy.can_cast", "jax.numpy.iterable"}
+)
+
+
 def is_array_op(qualified_name: str) -> bool:
     """Whether calling `qualified_name` runs (or builds) JAX array computations."""
+    if qualified_name in _HOST_NUMPY_REEXPORTS:
+        return False
     return qualified_name.startswith(_ARRAY_MODULES) or qualified_name in _ARRAY_FUNCTIONS
 
 

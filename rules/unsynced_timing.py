@@ -26,7 +26,10 @@ Waiting means `jax.block_until_ready(out)`, `out.block_until_ready()`, or a copy
 the second read. The rule stays silent when the result is waited for, for NumPy/Python work,
 for functions it does not know to dispatch device work, for code inside jitted functions, and
 for `eqx.filter_jit` calls: since equinox 0.11.8 they block on their own result before
-returning, so their timing is (accidentally) correct.
+returning, so their timing is (accidentally) correct. It also stays silent when the only
+unwaited work is set-up too small to matter (`jnp.zeros`, `jax.random.split`), and when the
+log line that reports the time says it measures a compile or a dispatch
+(`logging.info("compilation done in %.2f s", dt)`, "submitted ... in").
 
 ## Example
 
@@ -84,10 +87,13 @@ inputs you time before starting the timer, or use `jaxlint.runtime.benchmark`.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from jaxlint._waits import DeviceFlow, Step, Work
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
+from jaxlint._nodes import free_names, iter_subtree
 from jaxlint._scope import target_names
 from jaxlint._timing import TIMEIT, TIMERS, TimedRegion, TimingIndex
 
@@ -121,8 +127,10 @@ class UnsyncedTiming(Rule):
 
     def _check_region(self, read: cst.Call, region: TimedRegion) -> None:
         ctx = self.ctx
+        if _labelled_as_dispatch_or_compile(region):
+            return
         leaves = self._regions.pending(region)
-        if leaves:
+        if leaves and not all(self._cheap(work) for work in leaves):
             clock = ctx.module.code_for_node(read.func)
             work = _describe(ctx.module, leaves)
             self.report(
@@ -143,6 +151,13 @@ class UnsyncedTiming(Rule):
                 "same inputs before starting the timer, or use `jaxlint.runtime.benchmark`",
                 ancestors=path,
             )
+
+    def _cheap(self, work: Work) -> bool:
+        """`jnp.zeros(...)`, `jax.random.split(key)`: device work too small for an unwaited
+        one to change a measurement (a progress log after set-up code, not a benchmark)."""
+        call = work.calls[-1]
+        path = (*work.step.path, work.step.node)
+        return self.ctx.resolve(call.func, path, anchor=call) in _CHEAP_OPS
 
     def _check_timeit(self, call: cst.Call) -> None:
         stmt = next((a for a in call.args if a.keyword is None or a.keyword.value == "stmt"), None)
@@ -171,6 +186,37 @@ class UnsyncedTiming(Rule):
             f"`lambda: {_BLOCK}(...)` instead",
             fix=fix,
         )
+
+
+_CHEAP_OPS = frozenset(
+    {
+        *(f"jax.numpy.{name}" for name in ("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like", "arange")),
+        *(f"jax.random.{name}" for name in ("split", "PRNGKey", "key", "fold_in")),
+    }
+)
+
+# What a log line says the timing measures when it is meant to include compile or to stop at
+# the dispatch: "compilation done in %.2f s", "Submitted transfer in ...".
+_DISPATCH_OR_COMPILE = re.compile(r"compil|dispatch|submit|trac(?:e|ing)\b|lower(?:ed|ing)\b", re.IGNORECASE)
+
+
+def _labelled_as_dispatch_or_compile(region: TimedRegion) -> bool:
+    """Whether the end read's statement, or a statement after it in the same block that reads
+    the name it assigns, holds a string saying that the time is a compile or a dispatch."""
+    end = region.end_line
+    names = {n for small in end.body if isinstance(small, cst.Assign) for t in small.targets for n in target_names(t.target)}
+    statements = [end]
+    block = region.end_path[-1] if region.end_path else None
+    body = getattr(block, "body", None)
+    if names and isinstance(body, (list, tuple)):
+        index = next((i for i, stmt in enumerate(body) if stmt is end), None)
+        if index is not None:
+            statements += [stmt for stmt in body[index + 1 : index + 4] if free_names(stmt) & names]
+    return any(
+        isinstance(node, (cst.SimpleString, cst.FormattedStringText)) and _DISPATCH_OR_COMPILE.search(node.value)
+        for stmt in statements
+        for node in iter_subtree(stmt)
+    )
 
 
 def _block_call(value: cst.BaseExpression) -> cst.Call:
