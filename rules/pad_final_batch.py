@@ -2,14 +2,19 @@
 
 Finds batches cut so that the last one can be smaller, fed to a jitted function in the same
 loop: `x[i:i + bs]` over `range(0, n, bs)`, `x[b * bs:(b + 1) * bs]` over
-`range(ceil(n / bs))`, the chunks of `np.array_split(x, k)`, generators of the file that
-yield such slices, and tf.data pipelines batched without `drop_remainder=True`
-(`tf.data.Dataset.from_tensor_slices(x).batch(bs)`, `tfds.load(...).shuffle(n).batch(bs)`,
-`.padded_batch(bs, ...)`, `tfds.load(..., batch_size=bs)`) iterated directly, through
-`ds.as_numpy_iterator()` / `tfds.as_numpy(ds)` / `iter(ds)` or a function of the file that
-returns one, or drawn with `batch = next(it)` in a `for step in range(...)` loop (a batched,
-then `.repeat()`ed dataset ends every pass with a smaller batch). The pipeline is followed through assignments (`ds = ds.batch(bs)`)
-and `tensorflow` / `tensorflow_datasets` are recognised through the imports.
+`range(ceil(n / bs))` (or tqdm's `trange(0, n, bs, desc=...)`, `tqdm(range(...))`), the
+chunks of `np.array_split(x, k)`, generators of the file that yield such slices (also inside
+`jax.tree_util.tree_map(lambda a: a[idx[i:i + bs]], data)`), and tf.data pipelines batched
+without `drop_remainder=True` (`tf.data.Dataset.from_tensor_slices(x).batch(bs)`,
+`tfds.load(...).shuffle(n).batch(bs)`, `.padded_batch(bs, ...)`, `tfds.load(...,
+batch_size=bs)`) iterated directly, through `ds.as_numpy_iterator()` / `tfds.as_numpy(ds)` /
+`iter(ds)` / Python's `map(f, ds)` or a function of the file that returns one. Such a
+generator or pipeline may also be drawn from with `batch = next(it)` (or `next(it)` passed to
+the call) in a `for step in range(...)` or `while` loop, when `it` is made before the loop (a
+batched, then `.repeat()`ed dataset ends every pass with a smaller batch; an iterator made in
+the loop gives its first, full batch every time). The pipeline is followed through
+assignments (`ds = ds.batch(bs)`) and `tensorflow` / `tensorflow_datasets` / `tqdm` are
+recognised through the imports.
 
 ## Why is this bad?
 
@@ -54,9 +59,10 @@ second positional argument of `batch` / fourth of `padded_batch`; a variable cou
 the linter cannot know it), when the dataset is `.repeat()`ed before `.batch` (an endless
 stream has no last batch; `.repeat(n)` with a literal `n` is still finite), for
 `.batch(1)`, when `.take(n)` / `.skip(n)` or a method it does not know follows the batching,
-and after `.unbatch()`. It cannot know the number of examples: a split whose size happens to
-be a multiple of the batch size (CIFAR-100's 10,000 test images in batches of 500) is
-reported too.
+after `.unbatch()`, and when a function mapped over the batches (`map(pad_batch, ds)`) is
+spelled with `pad` or `mask`. It cannot know the number of examples: a split whose size
+happens to be a multiple of the batch size (CIFAR-100's 10,000 test images in batches of
+500) is reported too.
 
 ## Fix safety
 
@@ -90,6 +96,7 @@ CPU for a small MLP loss (`python bench/data_loops.py`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -118,6 +125,7 @@ class Batching:
     why: str  # when the last one is smaller
     slices: list[cst.Subscript] = field(default_factory=list)  # the ragged slices in the loop
     names: set[str] = field(default_factory=set)  # names holding a batch
+    draws: list[cst.Call] = field(default_factory=list)  # `next(it)` calls giving a batch
     step: cst.BaseExpression | None = None  # the batch size, when the code spells it
 
 
@@ -137,7 +145,7 @@ class PadFinalBatch(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        found = ctx.device.looped_consumer(node, (cst.For,))
+        found = ctx.device.looped_consumer(node, (cst.For, cst.While))
         if found is None:
             return
         consumer, loops = found
@@ -169,7 +177,7 @@ class PadFinalBatch(Rule):
 
     # -- which loops cut ragged batches ---------------------------------------------------------
 
-    def _batching(self, loop: cst.For) -> Batching | None:
+    def _batching(self, loop: Loop) -> Batching | None:
         key = id(loop)
         if key not in self._batchings:
             found = self._find_batching(loop)
@@ -182,11 +190,15 @@ class PadFinalBatch(Rule):
             self._batchings[key] = found
         return self._batchings[key]
 
-    def _find_batching(self, loop: cst.For) -> Batching | None:
+    def _find_batching(self, loop: Loop) -> Batching | None:
+        if isinstance(loop, cst.While):
+            return self._next_batching(loop, [*_loop_path(self.ctx, loop), loop])
+        if not isinstance(loop, cst.For):
+            return None
         dataset = self._dataset_batching(loop)
         if dataset is not None:
             return dataset
-        source = _unwrap(loop.iter)
+        source = _unwrap(loop.iter, self._resolver())
         if not isinstance(source, cst.Call):
             return None
         name = self.ctx.resolve(source.func, anchor=source)
@@ -201,8 +213,16 @@ class PadFinalBatch(Rule):
         if isinstance(source.func, cst.Name) and source.func.value == "range" and isinstance(loop.target, cst.Name):
             return self._range_batching(loop, source, loop.target.value)
         if isinstance(source.func, cst.Name) and name is None:
-            return self._generator_batching(loop, source)
+            found = self._generator(source.func.value, _loop_path(self.ctx, loop))
+            if found is not None:
+                found.names = set(target_names(loop.target))
+            return found
         return None
+
+    def _resolver(self, path: list[cst.CSTNode] | None = None):  # type: ignore[no-untyped-def]
+        """`resolve(func, call)` for `_unwrap`: names read at the end of `path` (default: the
+        visited node's ancestors)."""
+        return lambda func, call: self.ctx.resolve(func, path, anchor=call)
 
     def _dataset_batching(self, loop: cst.For) -> Batching | None:
         """`for batch in ds` where `ds` is a tf.data pipeline batched without
@@ -224,25 +244,71 @@ class PadFinalBatch(Rule):
             target = target.elements[1].value  # not the counter
         return self._stream_batching(stream, set(target_names(target)))
 
-    def _next_batching(self, loop: cst.For, loop_path: list[cst.CSTNode]) -> Batching | None:
-        """`batch = next(train_ds)` in the loop body (`for step in range(n)`), where
-        `train_ds` iterates such a pipeline."""
+    def _next_batching(self, loop: Loop, loop_path: list[cst.CSTNode]) -> Batching | None:
+        """`batch = next(train_ds)`, or `next(train_ds)` passed to the call, in the body of a
+        `for step in range(n)` / `while` loop, where `train_ds` iterates such a pipeline, or is
+        a generator of the file yielding ragged slices created before the loop (one created in
+        the loop starts over: its first batch is full). The message names the first such draw."""
+        found: Batching | None = None
         for node in iter_subtree(loop.body, into_scopes=False):
-            if not isinstance(node, cst.Assign):
+            if not (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Name)
+                and node.func.value == "next"
+                and len(node.args) == 1
+                and node.args[0].keyword is None
+                and not node.args[0].star
+                and self.ctx.is_builtin("next", loop_path, anchor=node)
+            ):
                 continue
-            for call in iter_subtree(node.value, into_scopes=False):
-                if not (
-                    isinstance(call, cst.Call)
-                    and isinstance(call.func, cst.Name)
-                    and call.func.value == "next"
-                    and len(call.args) == 1
-                    and self.ctx.is_builtin("next", [*loop_path, node], anchor=call)
-                ):
-                    continue
-                stream = self._datasets.stream(call.args[0].value, [*loop_path, node, call])
-                if stream is not None and stream.ragged is not None:
-                    return self._stream_batching(stream, {n for t in node.targets for n in target_names(t.target)})
-        return None
+            path = [*loop_path, node]
+            source = node.args[0].value
+            if not self._made_before(source, loop, path):
+                continue  # `next(iter(ds))`: a new pass each time, its first batch
+            stream = self._datasets.stream(source, path)
+            if stream is not None and stream.ragged is not None:
+                batching: Batching | None = self._stream_batching(stream, set())
+            else:
+                batching = self._drawn_generator(source, loop, path)
+            if batching is not None:
+                found = found or batching
+                found.draws.append(node)
+        return found
+
+    def _made_before(self, source: cst.BaseExpression, loop: Loop, path: list[cst.CSTNode]) -> bool:
+        """Whether `source`, drawn from with `next` in `loop`, is a name assigned before the
+        loop: an iterator made in the loop (or in the `next` call) starts over every time."""
+        if not isinstance(source, cst.Name):
+            return False
+        found = self._datasets.binding(source, path)
+        return found is not None and found[0] is not None and not any(n is found[0] for n in iter_subtree(loop))
+
+    def _drawn_generator(self, source: cst.BaseExpression, loop: Loop, path: list[cst.CSTNode]) -> Batching | None:
+        """`gen` in `next(gen)`, where `gen = batches(x, bs)` (or `iter(batches(...))`),
+        assigned before `loop`, and `def batches` in this file yields ragged slices."""
+        assert isinstance(source, cst.Name)
+        found = self._datasets.binding(source, path)
+        if found is None:
+            return None
+        value, value_path, element = found
+        if value is None or element >= 0:
+            return None
+        scope_path = value_path[:-1]
+        if (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Name)
+            and value.func.value == "iter"
+            and len(value.args) == 1
+            and value.args[0].keyword is None
+            and not value.args[0].star
+            and self.ctx.is_builtin("iter", scope_path, anchor=value)
+        ):
+            value = value.args[0].value
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+            return None
+        if self.ctx.resolve(value.func, scope_path, anchor=value) is not None:
+            return None
+        return self._generator(value.func.value, scope_path)
 
     def _stream_batching(self, stream: _Stream, names: set[str]) -> Batching:
         batch = stream.ragged
@@ -295,17 +361,19 @@ class PadFinalBatch(Rule):
             )
         return None
 
-    def _generator_batching(self, loop: cst.For, source: cst.Call) -> Batching | None:
-        """`for batch in batches(x, bs)` where `def batches` in this file yields ragged slices."""
-        assert isinstance(source.func, cst.Name)
-        found = self.ctx.device._local_def(source.func.value, _loop_path(self.ctx, loop))
+    def _generator(self, name: str, path: list[cst.CSTNode]) -> Batching | None:
+        """How the generator `name` cuts its batches, when `def name`, visible from `path`, is
+        one of this file that yields ragged slices (`for i in range(0, n, bs): yield x[i:i +
+        bs]`, `yield tree_map(lambda a: a[idx[i:i + bs]], data)`)."""
+        found = self.ctx.device._local_def(name, path)
         if found is None or found[0] is None:
             return None
-        function = found[0]
+        function, outer = found
+        inner_path = [*outer, function, function.body]
         for inner in iter_subtree(function.body, into_scopes=False):
             if not isinstance(inner, cst.For) or not isinstance(inner.target, cst.Name):
                 continue
-            inner_source = _unwrap(inner.iter)
+            inner_source = _unwrap(inner.iter, self._resolver(inner_path))
             if not (
                 isinstance(inner_source, cst.Call)
                 and isinstance(inner_source.func, cst.Name)
@@ -322,9 +390,8 @@ class PadFinalBatch(Rule):
                 if isinstance(node, cst.Yield) and node.value is not None and _fed_expr(node.value, batching):
                     return Batching(
                         "generator",
-                        f"`{source.func.value}(...)`, which yields {batching.cut},",
+                        f"`{name}(...)`, which yields {batching.cut},",
                         batching.why,
-                        names=set(target_names(loop.target)),
                     )
         return None
 
@@ -413,7 +480,7 @@ class PadFinalBatch(Rule):
         offset = 1 if consumer.params and consumer.params[0] in ("self", "cls") and isinstance(call.func, cst.Attribute) else 0
         if len(positional) + offset > consumer.params.index("mask"):
             return None
-        source = _unwrap(loop.iter)
+        source = _unwrap(loop.iter, self._resolver())
         assert isinstance(source, cst.Call) and isinstance(loop.target, cst.Name)
         start, stop, step = (a.value for a in source.args)
         if not (isinstance(start, cst.Integer) and start.value == "0") or source is not loop.iter:
@@ -486,14 +553,27 @@ class _Rewrite(cst.CSTTransformer):
         return updated.with_changes(args=[*args, template.args[0].with_changes(comma=last.comma)])
 
 
-def _unwrap(expr: cst.BaseExpression) -> cst.BaseExpression:
-    """`range(...)` out of `tqdm(range(...), ...)` / `trange(a, b, c)`."""
-    if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)):
+def _unwrap(expr: cst.BaseExpression, resolve) -> cst.BaseExpression:  # type: ignore[no-untyped-def]
+    """`range(...)` out of `tqdm(range(...), ...)` / `trange(a, b, c, desc=...)` (tqdm's
+    `trange(*args, **kwargs)` is `tqdm(range(*args), **kwargs)`), from `tqdm`, `tqdm.auto`,
+    `tqdm.notebook`, ... `resolve(func, call)` gives the callee's qualified name; a name that
+    resolves to no import is matched by its spelling (a star import, a notebook's earlier cell)."""
+    if not isinstance(expr, cst.Call) or not isinstance(expr.func, (cst.Name, cst.Attribute)):
+        return expr
+    name = resolve(expr.func, expr)
+    if name is not None:
+        parts = name.split(".")
+        if parts[0] != "tqdm":
+            return expr
+        func = parts[-1]
+    else:
         func = expr.func.value if isinstance(expr.func, cst.Name) else expr.func.attr.value
-        if func == "tqdm" and expr.args:
-            return _unwrap(expr.args[0].value)
-        if func == "trange":
-            return expr.with_changes(func=cst.Name("range"))
+    positional = [a for a in expr.args if a.keyword is None and not a.star]
+    if func == "tqdm" and positional:
+        return _unwrap(positional[0].value, resolve)
+    if func == "trange" and positional and not any(a.star for a in expr.args):
+        args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(positional) - 1 else a for i, a in enumerate(positional)]
+        return expr.with_changes(func=cst.Name("range"), args=args)
     return expr
 
 
@@ -521,18 +601,43 @@ def _bound_slices(loop: cst.For, match) -> list[cst.Subscript]:  # type: ignore[
         if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             local[node.targets[0].target.value] = node.value
     found = []
-    for node in iter_subtree(loop.body, into_scopes=False):
+    for node, shadowed in _body_nodes(loop.body):
         if not isinstance(node, cst.Subscript):
             continue
         for element in node.slice:
             part = element.slice
             if isinstance(part, cst.Slice) and part.lower is not None and part.upper is not None and part.step is None:
+                if shadowed and (free_names(part.lower) | free_names(part.upper)) & shadowed:
+                    continue  # `lambda i: x[i:i + bs]`: not the loop's `i`
                 lower = _expand(part.lower, local)
                 upper = _expand(part.upper, local)
                 if match(lower, upper):
                     found.append(node)
                     break
     return found
+
+
+def _body_nodes(body: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, frozenset[str]]]:
+    """The nodes of a loop body, entering lambdas (`tree_map(lambda a: a[i:i + bs], data)`
+    runs in the loop), not defs or classes; each with the names the lambdas around it bind."""
+    stack: list[tuple[cst.CSTNode, frozenset[str]]] = [(body, frozenset())]
+    while stack:
+        root, shadowed = stack.pop()
+        for node in iter_subtree(root, into_scopes=False):
+            if isinstance(node, cst.Lambda) and node is not root:
+                params = frozenset(_lambda_params(node.params))
+                stack.append((node.body, shadowed | params))
+            else:
+                yield node, shadowed
+
+
+def _lambda_params(params: cst.Parameters) -> list[str]:
+    """The names a lambda's parameters bind."""
+    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.append(star.name.value)
+    return names
 
 
 def _expand(expr: cst.BaseExpression, local: dict[str, cst.BaseExpression]) -> cst.BaseExpression:
@@ -605,14 +710,18 @@ def _plain(node: cst.CSTNode) -> str:
     return code.strip("() ")
 
 
-def _derive_names(loop: cst.For, batching: Batching) -> None:
+def _derive_names(loop: Loop, batching: Batching) -> None:
     """Add the names the loop body assigns from a ragged slice or batch (`batch = {"x":
-    x[s:e]}`, `xb = jnp.asarray(batch)`)."""
+    x[s:e]}`, `xb = jnp.asarray(batch)`); not a state the loop updates with a batch
+    (`params = train_step(params, batch)`: the new `params` has the old one's shape)."""
     assigns = [n for n in iter_subtree(loop.body, into_scopes=False) if isinstance(n, cst.Assign)]
     for _ in range(3):
         for node in assigns:
             if _fed_expr(node.value, batching):
-                batching.names |= {n for t in node.targets for n in target_names(t.target)}
+                bound = {n for t in node.targets for n in target_names(t.target)}
+                if (bound - batching.names) & free_names(node.value):
+                    continue
+                batching.names |= bound
 
 
 def _fed(call: cst.Call, batching: Batching) -> bool:
@@ -623,11 +732,11 @@ def _fed(call: cst.Call, batching: Batching) -> bool:
 def _fed_expr(expr: cst.BaseExpression, batching: Batching) -> bool:
     if free_names(expr) & batching.names:
         return True
-    ids = {id(s) for s in batching.slices}
+    ids = {id(s) for s in batching.slices} | {id(d) for d in batching.draws}
     return any(id(n) in ids for n in iter_subtree(expr))
 
 
-def _skips_short(loop: cst.For) -> bool:
+def _skips_short(loop: Loop) -> bool:
     """`if len(x) < bs: continue` / `if x.shape[0] != bs: break`: short batches never reach
     the call."""
     for node in iter_subtree(loop.body, into_scopes=False):
@@ -706,6 +815,12 @@ class _Datasets:
         if isinstance(func, cst.Name):
             if func.value in ("iter", "enumerate") and ctx.is_builtin(func.value, path, anchor=expr):
                 return self.stream(positional[0], path, depth + 1) if positional else None
+            if func.value == "map" and len(expr.args) == len(positional) == 2 and ctx.is_builtin("map", path, anchor=expr):
+                # `map(lambda b: Batch(b["image"]), ds)`: one result per batch, of its size,
+                # unless the function pads.
+                if self._pads(positional[0], path):
+                    return None
+                return self.stream(positional[1], path, depth + 1)
             return self._returned(func.value, path, depth)
         if not isinstance(func, cst.Attribute):
             return None
@@ -725,6 +840,17 @@ class _Datasets:
         if inner.ragged is None:
             return inner  # before batching: `builder.as_dataset(...)`, `ds.take(n)`, ...
         return inner if method in _KEEPS_BATCHES else None
+
+    def _pads(self, function: cst.BaseExpression, path: list[cst.CSTNode]) -> bool:
+        """Whether the function mapped over a stream pads or masks its batches (its name or
+        body mentions `pad`, `bucket` or `mask`)."""
+        if mentions_padding(function):  # type: ignore[arg-type]
+            return True
+        if isinstance(function, cst.Name):
+            found = self.ctx.device._local_def(function.value, path)
+            if found is not None and found[0] is not None:
+                return mentions_padding(found[0])
+        return False
 
     def _source(self, call: cst.Call, name: str) -> _Stream | None:
         """`tf.data.Dataset.from_tensor_slices(x)`, `tfds.load(...)`, `tfds.builder(...)`."""
@@ -754,6 +880,25 @@ class _Datasets:
     # -- names and functions --------------------------------------------------------------------
 
     def _name(self, read: cst.Name, path: list[cst.CSTNode], depth: int) -> _Stream | None:
+        found = self.binding(read, path)
+        if found is None:
+            return None
+        value, value_path, element = found
+        if value is None:
+            return None
+        if element >= 0:
+            scope_path = value_path[:-1]
+            if not (isinstance(value, cst.Call) and (self.ctx.resolve(value.func, scope_path, anchor=value) or "").startswith("tensorflow_datasets.")):
+                return None
+            return _Stream()  # `ds, info = tfds.load(..., with_info=True)`
+        return self.stream(value, value_path, depth + 1)  # type: ignore[arg-type]
+
+    def binding(
+        self, read: cst.Name, path: list[cst.CSTNode]
+    ) -> tuple[cst.CSTNode | None, list[cst.CSTNode], int] | None:
+        """The last assignment to `read` before it is read at the end of `path`, in its
+        function (or module): the value (None when it is not a plain assignment), the path to
+        read the value at (ending with the value), and the tuple element it binds (-1: all)."""
         name = read.value
         owner = self.ctx.binding_owner(name, [*path, read])
         if not isinstance(owner, (cst.FunctionDef, cst.Module)):
@@ -770,14 +915,7 @@ class _Datasets:
         if not found:
             return None
         _, value, element = found[-1]
-        if value is None:
-            return None
-        value_path = [*scope_path, value]  # the anchor for names the value reads
-        if element >= 0:
-            if not (isinstance(value, cst.Call) and (self.ctx.resolve(value.func, scope_path, anchor=value) or "").startswith("tensorflow_datasets.")):
-                return None
-            return _Stream()  # `ds, info = tfds.load(..., with_info=True)`
-        return self.stream(value, value_path, depth + 1)  # type: ignore[arg-type]
+        return value, [*scope_path, value] if value is not None else scope_path, element  # type: ignore[list-item]
 
     def _returned(self, name: str, path: list[cst.CSTNode], depth: int) -> _Stream | None:
         """`get_batches()` where `def get_batches` in this file returns a dataset."""
