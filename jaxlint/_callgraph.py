@@ -343,7 +343,7 @@ class CallGraph:
         name = function.name
         if _is_test(function):
             return Mode.UNKNOWN  # a test runs once; its loops are checks, not hot paths
-        if function.trusted and (name in jit.functions or name in jit.traced):
+        if function.trusted and (name in jit.traced or jit.jitted_def(function.node, function.owner)):
             return Mode.TRACED
         info = self.ctx.function_info(function.node, function.path)
         for resolved, written in zip(info.decorators, function.node.decorators):
@@ -482,7 +482,7 @@ class CallGraph:
             callee = self.functions.get(func.value)
             if callee is None or callee is function or site not in callee.sites:
                 continue
-            if func.value in jit.functions or self.ctx.function_info(callee.node, callee.path).jit:
+            if jit.callee(site.call, site.path) or self.ctx.function_info(callee.node, callee.path).jit:
                 continue  # compiled already
             inner = self._array_work(callee.node, seen)
             if inner is not None:

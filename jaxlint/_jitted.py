@@ -26,54 +26,136 @@ if TYPE_CHECKING:
 __all__ = ["JitIndex"]
 
 
+_CONFLICT = ""  # a name bound in one scope both to a jitted callable and to something else
+
+
 @dataclass
 class JitIndex:
     """The jitted callables of one file."""
 
     ctx: FileContext
-    # Simple name → the jit API that compiles it (`jax.jit`, `equinox.filter_jit`, ...).
+    # Simple name → the jit API that compiles it (`jax.jit`, `equinox.filter_jit`, ...), for
+    # names jitted (without a conflicting binding) in at least one scope.
     functions: dict[str, str] = field(default_factory=dict)
     # Names of functions handed to a jit wrapper somewhere (`jax.jit(loss)`): their bodies
     # are traced, even where the function itself is not called through the wrapper.
     traced: set[str] = field(default_factory=set)
-    _conflicts: set[str] = field(default_factory=set)
+    # (id of the scope that binds it, name) → jit API, or `_CONFLICT`.
+    _scoped: dict[tuple[int, str], str] = field(default_factory=dict)
+    # (id of the class, attribute) → jit API of `self.attr = jax.jit(...)` in its methods.
+    _attributes: dict[tuple[int, str], str] = field(default_factory=dict)
 
     @classmethod
     def build(cls, ctx: FileContext) -> JitIndex:
         index = cls(ctx)
-        plain_defs: set[str] = set()
-        other_bindings: set[str] = set()
+        jitted: dict[tuple[int, str], str] = {}
+        others: set[tuple[int, str]] = set()
+        plain_defs: set[tuple[int, str]] = set()
+        self_wrapped: set[tuple[int, str]] = set()
+        attributes: dict[tuple[int, str], str] = {}
+        other_attributes: set[tuple[int, str]] = set()
+        factory_calls: list[tuple[int, cst.Assign]] = []
+        returns: dict[int, list[cst.BaseExpression | None]] = {}
+        functions: dict[int, tuple[cst.FunctionDef, cst.CSTNode]] = {}  # id → (def, its owner)
+
+        def bind(key: tuple[int, str], api: str) -> None:
+            if jitted.setdefault(key, api) != api:
+                jitted[key] = _CONFLICT
+
         for node, path in _walk_statements(ctx.module):
+            owner = _owner(path, ctx.module)
             if isinstance(node, cst.FunctionDef):
+                functions[id(node)] = (node, owner)
+                key = (id(owner), node.name.value)
                 jit = ctx.function_info(node, path).jit if node.decorators else None
                 if jit is not None:
-                    index._add(node.name.value, jit)
+                    bind(key, jit)
                 else:
-                    plain_defs.add(node.name.value)
+                    plain_defs.add(key)
+            elif isinstance(node, cst.Return):
+                returns.setdefault(id(owner), []).append(node.value)
             elif isinstance(node, cst.Assign):
                 api = index._wrapper_call(node.value, path)
                 for target in node.targets:
-                    for name in target_names(target.target):
+                    attribute = _self_attribute(target.target, path)
+                    if attribute is not None:
                         if api is not None:
-                            index._add(name, api)
+                            attributes.setdefault(attribute, api)
                         else:
-                            other_bindings.add(name)
+                            other_attributes.add(attribute)
+                        continue
+                    for name in target_names(target.target):
+                        key = (id(owner), name)
+                        if api is not None:
+                            bind(key, api)
+                            if _wraps_name(node.value, name):
+                                self_wrapped.add(key)
+                        else:
+                            others.add(key)
+                if api is None and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name):
+                    factory_calls.append((id(owner), node))
             elif isinstance(node, cst.Call):
                 api = index._wrapper_of(node.func, path)
                 if api is not None and node.args and isinstance(node.args[0].value, cst.Name):
                     index.traced.add(node.args[0].value.value)
-        # `def f` plus `f = jax.jit(f)` is the wrap-in-place idiom, not a conflict; any
-        # other second binding makes the name untrustworthy.
-        index._conflicts |= other_bindings & set(index.functions)
-        index._conflicts |= {n for n in plain_defs & set(index.functions) if n not in index.traced}
-        for name in index._conflicts:
-            index.functions.pop(name, None)
+        # Factories: `def make_step(): ...; return jax.jit(step)` (or a jitted local def, or a
+        # tuple of them), so `step = make_step(cfg)` binds a jitted callable.
+        factories = {
+            (id(functions[key][1]), functions[key][0].name.value): made
+            for key, values in returns.items()
+            if key in functions and (made := index._made(values, key, jitted)) is not None
+        }
+        for scope, assign in factory_calls:
+            name = assign.value.func.value  # type: ignore[attr-defined]
+            # A factory defined in the calling scope, or at module level.
+            made = factories.get((scope, name)) or factories.get((id(ctx.module), name))
+            if made is None:
+                continue
+            for target in assign.targets:
+                names = _target_list(target.target)
+                if names is None or (len(made) > 1 and len(names) != len(made)):
+                    continue
+                for name, api in zip(names, made if len(made) > 1 else made * len(names)):
+                    if api is not None and name is not None:
+                        bind((scope, name), api)
+                        others.discard((scope, name))
+        for key in list(jitted):
+            if key in self_wrapped:
+                continue  # `f = jax.jit(f)` after `def f` or `f = make()`: wrapped in place
+            if key in others or (key in plain_defs and key[1] not in index.traced):
+                jitted[key] = _CONFLICT
+        index._scoped = jitted
+        for (_, name), api in jitted.items():
+            if api != _CONFLICT:
+                index.functions.setdefault(name, api)
+        index._attributes = {k: v for k, v in attributes.items() if k not in other_attributes}
         return index
 
-    def _add(self, name: str, api: str) -> None:
-        previous = self.functions.setdefault(name, api)
-        if previous != api:
-            self._conflicts.add(name)
+    def _made(
+        self,
+        values: list[cst.BaseExpression | None],
+        scope: int,
+        jitted: dict[tuple[int, str], str],
+    ) -> tuple[str | None, ...] | None:
+        """What every `return` of a function gives, position by position (one entry unless
+        it returns tuples): the jit API of a jitted callable, or None; None overall when
+        the returns disagree or none is jitted."""
+        shapes = []
+        for value in values:
+            parts = value.elements if isinstance(value, cst.Tuple) else [value] if value is not None else []
+            made: list[str | None] = []
+            for part in parts:
+                expr = part.value if isinstance(part, cst.Element) else part
+                api = None
+                if isinstance(expr, cst.Name):
+                    api = jitted.get((scope, expr.value)) or None
+                elif isinstance(expr, cst.Call):
+                    api = self._wrapper_of(expr.func, [self.ctx.module])
+                made.append(api)
+            shapes.append(tuple(made))
+        if not shapes or len(set(shapes)) != 1 or not any(shapes[0]):
+            return None
+        return shapes[0]
 
     def _wrapper_of(
         self, expr: cst.BaseExpression, path: Sequence[cst.CSTNode]
@@ -93,41 +175,101 @@ class JitIndex:
 
     def callee(self, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> str | None:
         """The jit API compiling what `call` calls, or None when it is not (known to be)
-        jitted: `step(x)`, `self.step(x)` for a jitted method of the enclosing class, and
-        `jax.jit(f)(x)`."""
+        jitted: `step(x)` where the scope `step` is read from binds it to a jitted callable,
+        `self.step(x)` for a jitted method of the enclosing class or an attribute its methods
+        set to one, and `jax.jit(f)(x)`."""
         func = call.func
         if isinstance(func, cst.Name):
-            return self.functions.get(func.value)
+            if func.value not in self.functions:
+                return None
+            owner = self.ctx.binding_owner(func.value, [*ancestors, call])
+            api = self._scoped.get((id(owner), func.value)) if owner is not None else None
+            return api or None
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-            if func.value.value in ("self", "cls") and _in_class_defining(ancestors, func.attr.value):
-                return self.functions.get(func.attr.value)
+            if func.value.value in ("self", "cls"):
+                owner = _enclosing_class(ancestors)
+                if owner is None:
+                    return None
+                attr = func.attr.value
+                api = self._scoped.get((id(owner), attr)) or self._attributes.get((id(owner), attr))
+                return api or None
             return None
         if isinstance(func, cst.Call):
             return self._wrapper_of(func.func, ancestors)
         return None
 
+    def jitted_def(self, function: cst.FunctionDef, owner: cst.CSTNode) -> bool:
+        """Whether the def's name, in the scope `owner` whose body defines it, is bound to
+        a jitted callable (a jit decorator, or `f = jax.jit(f)` beside it)."""
+        return bool(self._scoped.get((id(owner), function.name.value)))
+
     def is_traced(self, ancestors: Sequence[cst.CSTNode]) -> bool:
         """Whether code at `ancestors` runs under a trace (inside a jitted function, or one
         handed to a jit wrapper), so its calls are staged, not dispatched one by one."""
-        for node in ancestors:
+        for index, node in enumerate(ancestors):
             if isinstance(node, cst.FunctionDef):
                 name = node.name.value
-                if name in self.functions or name in self.traced:
+                if name in self.traced:
+                    return True
+                if name in self.functions and self.jitted_def(node, _owner(ancestors[:index], self.ctx.module)):
                     return True
         return False
+
+
+def _owner(path: Sequence[cst.CSTNode], module: cst.Module) -> cst.CSTNode:
+    """The innermost def, class or lambda among `path` (the ancestors of a statement), or
+    the module: the scope that the statement's assignments bind in."""
+    for node in reversed(path):
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return node
+    return module
+
+
+def _target_list(target: cst.BaseAssignTargetExpression) -> list[str | None] | None:
+    """`a` → [a]; `a, b` → [a, b] (None for a part that is not a plain name)."""
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [e.value.value if isinstance(e.value, cst.Name) else None for e in target.elements]
+    return None
+
+
+def _wraps_name(value: cst.BaseExpression, name: str) -> bool:
+    """`jax.jit(name, ...)` or `partial(jax.jit, ...)(name)`."""
+    return (
+        isinstance(value, cst.Call)
+        and bool(value.args)
+        and isinstance(value.args[0].value, cst.Name)
+        and value.args[0].value.value == name
+    )
+
+
+def _self_attribute(target: cst.BaseAssignTargetExpression, path: Sequence[cst.CSTNode]) -> tuple[int, str] | None:
+    """(id of the class, attribute) for `self.attr = ...` in a method of a class."""
+    if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"):
+        return None
+    owner = _enclosing_class(path)
+    return None if owner is None else (id(owner), target.attr.value)
+
+
+def _enclosing_class(ancestors: Sequence[cst.CSTNode]) -> cst.ClassDef | None:
+    for node in reversed(ancestors):
+        if isinstance(node, cst.ClassDef):
+            return node
+    return None
 
 
 def _walk_statements(
     module: cst.Module,
 ) -> Iterator[tuple[cst.CSTNode, list[cst.CSTNode]]]:
-    """Every def, assignment and call in the file with its ancestors."""
+    """Every def, assignment, call and return in the file with its ancestors."""
     from ._walk import iter_children
 
     # One shared ancestor list, cut back to each node's depth; a copy only for the nodes
     # yielded (a list per visited node was most of this walk's cost).
     stack: list[tuple[cst.CSTNode, int]] = [(module, 0)]
     path: list[cst.CSTNode] = []
-    wanted = (cst.FunctionDef, cst.Assign, cst.Call)
+    wanted = (cst.FunctionDef, cst.Assign, cst.Call, cst.Return)
     while stack:
         node, depth = stack.pop()
         del path[depth:]
@@ -136,13 +278,3 @@ def _walk_statements(
         path.append(node)
         depth += 1
         stack.extend((child, depth) for child in reversed(list(iter_children(node))))
-
-
-def _in_class_defining(ancestors: Sequence[cst.CSTNode], method: str) -> bool:
-    for node in reversed(ancestors):
-        if isinstance(node, cst.ClassDef):
-            return any(
-                isinstance(stmt, cst.FunctionDef) and stmt.name.value == method
-                for stmt in node.body.body
-            )
-    return False

@@ -218,7 +218,28 @@ class DeviceFlow:
                 return Wait.HOST
             if func.value in _NEUTRAL_BUILTINS:
                 return None
+        if isinstance(func, cst.Name) and self._local_copier(func.value, path):
+            return Wait.BLOCK
         return Wait.OPAQUE
+
+    def _local_copier(self, name: str, path: Sequence[cst.CSTNode]) -> bool:
+        """Whether `name` is a function of this file whose own body copies arrays to the host
+        (`np.asarray(...)`, `jax.device_get(...)`, `.item()`): `evaluate(val_set)` after a
+        training loop waits for the model it reads from the enclosing scope, whatever its
+        arguments."""
+        found = self.ctx.device._local_def(name, path)
+        if found is None or found[0] is None:
+            return False
+        function, scope_path = found
+        for node, node_path, in_lambda in _calls(function.body, (*scope_path, function)):
+            if in_lambda:
+                continue
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in _jaxapi.HOST_METHODS:
+                return True
+            resolved = self.ctx.resolve(node.func, node_path, anchor=node)
+            if resolved is not None and _jaxapi.is_host_copy(resolved):
+                return True
+        return False
 
     def _tree_util(self, call: cst.Call, path: Sequence[cst.CSTNode]) -> str | Wait | None:
         """`jax.tree.map(fn, tree)` waits only if `fn` does: a lambda is read as code (its
