@@ -10,9 +10,10 @@ missing jit, unsynced timing), answered once per file through `FileContext.devic
   (`model.apply(params, x)`, `state.apply_fn(...)`), of functions of the file that return
   such values, and anything computed from them (`x[i]`, `x + 1`, `x.sum()`, `out.logits`).
   At a merge (after an `if`, a loop, a `try`) a name is kept only if every path makes it a
-  device value. Host conversions (`np.asarray(x)`, `float(x)`, `x.item()`, `jax.device_get`)
-  and metadata (`x.shape`, `x.dtype`) give host values; an unknown call gives an unknown
-  value, which is never taken for a device value: precision first.
+  device value. Host conversions (`np.asarray(x)`, `float(x)`, `x.item()`, `jax.device_get`,
+  NumPy functions, which convert their argument: `np.sum(x)`) and metadata (`x.shape`,
+  `x.dtype`) give host values; an unknown call gives an unknown value, which is never taken
+  for a device value: precision first.
 - **Does this loop dispatch device work?** Some call or array expression in its body, run on
   each iteration, does one of the above.
 - **Is this consumer jitted?** `consumer(call)` names the jit API compiling the callee and, when
@@ -66,6 +67,22 @@ _JNP_HOST_RESULTS = frozenset(
 HOST_COPY_FUNCTIONS = {
     name: name.replace("numpy.", "np.", 1) for name in sorted(_jaxapi.HOST_COPIES)
 }
+# NumPy functions that do not read the data of their first argument: metadata, shapes and
+# dtypes, creation from a shape (`np.zeros(n)`, `np.zeros_like(x)`), files and settings.
+# Every other `numpy.<function>` (and `numpy.linalg.<function>`) given a device array first
+# converts it to a NumPy array: an implicit host copy (`np.sum(x)`, `np.argmax(x, -1)`).
+_NUMPY_NO_COPY = frozenset(
+    {"shape", "ndim", "size", "dtype", "result_type", "issubdtype", "isdtype", "iinfo", "finfo",
+     "promote_types", "can_cast", "min_scalar_type", "isscalar", "iscomplexobj", "isrealobj",
+     "iterable", "typename", "obj2sctype", "sctype2char", "broadcast_shapes", "may_share_memory",
+     "shares_memory", "zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like",
+     "full_like", "arange", "linspace", "logspace", "geomspace", "eye", "identity", "indices",
+     "tri", "save", "savez", "savez_compressed", "savetxt", "load", "loadtxt", "genfromtxt",
+     "fromfile", "frombuffer", "fromiter", "fromfunction", "fromstring", "memmap", "vectorize",
+     "frompyfunc", "printoptions", "set_printoptions", "get_printoptions", "seterr", "geterr",
+     "errstate", "deprecate", "info", "source", "who", "lookfor", "set_string_function"}
+)  # fmt: skip
+_NUMPY_COPY_MODULES = ("numpy.", "numpy.linalg.")
 # Builtins that convert a jax.Array to a Python value (and so wait for it and copy it).
 HOST_CONVERSION_BUILTINS = _jaxapi.HOST_BUILTINS - {"print"}
 # Builtins whose result holds the device values of their arguments.
@@ -95,8 +112,11 @@ class HostCopy:
     """A call that copies a value to the host: how it is spelled and what it copies."""
 
     call: cst.Call
-    kind: str  # "np.asarray", "jax.device_get", ".item()", "float()", "print()"
+    kind: str  # "np.asarray", "jax.device_get", ".item()", "float()", "print()", "np.sum"
     value: cst.BaseExpression
+    # A NumPy function that converts its argument on the way (`np.sum(x)`, `np.argmax(x)`),
+    # not a conversion spelled out.
+    implicit: bool = False
 
 
 @dataclass(frozen=True)
@@ -225,14 +245,19 @@ class DeviceIndex:
 
     def host_copy(self, call: cst.Call, ancestors: Sequence[cst.CSTNode] | None = None) -> HostCopy | None:
         """`call` as a copy to the host (`np.asarray(x)`, `x.item()`, `float(x)`,
-        `jax.device_get(x)`), whatever `x` holds; None for any other call."""
+        `jax.device_get(x)`, or a NumPy function of `x`: `np.sum(x)`, `np.argmax(x, -1)`,
+        `HostCopy.implicit`), whatever `x` holds; None for any other call."""
         path = tuple(self.ctx.ancestors if ancestors is None else ancestors)
         func = call.func
         name = self.ctx.resolve(func, path, anchor=call)
         if name is not None:
+            if not call.args or call.args[0].star or call.args[0].keyword is not None:
+                return None
             kind = HOST_COPY_FUNCTIONS.get(name)
-            if kind is not None and call.args and not call.args[0].star and call.args[0].keyword is None:
+            if kind is not None:
                 return HostCopy(call, kind, call.args[0].value)
+            if _numpy_reads_data(name):
+                return HostCopy(call, name.replace("numpy.", "np.", 1), call.args[0].value, implicit=True)
             return None
         if isinstance(func, cst.Attribute):
             kind = _HOST_COPY_METHODS.get(func.attr.value)
@@ -769,6 +794,15 @@ class DeviceIndex:
                 ):
                     return small.value.args[0].value.value
         return None
+
+
+def _numpy_reads_data(name: str) -> bool:
+    """Whether `name` is a NumPy function (`numpy.sum`, `numpy.linalg.norm`) that converts its
+    first argument to a NumPy array: not metadata, creation from a shape, or a class."""
+    module, _, function = name.rpartition(".")
+    if f"{module}." not in _NUMPY_COPY_MODULES or not function or function.startswith("_"):
+        return False
+    return not function[:1].isupper() and function not in _NUMPY_NO_COPY
 
 
 _MODULE_BASES = frozenset(

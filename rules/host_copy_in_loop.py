@@ -2,8 +2,12 @@
 
 Finds a device value copied to the host on every iteration of a loop that also sends work to
 the device: `np.array(x)`, `np.asarray(x)`, `x.item()`, `float(x)`, `int(x)`, `x.tolist()`,
-`jax.device_get(x)`, or `print(x)` / an f-string of `x`, where `x` was just computed on the
-device (by a jitted function, a `jnp` op, a `model.apply`, or by indexing such a result).
+`jax.device_get(x)`, `print(x)` / an f-string of `x`, or a NumPy function given `x`
+(`np.sum(x)`, `np.argmax(x, -1)`, `np.linalg.norm(x)`: NumPy converts its argument to a NumPy
+array first), where `x` was just computed on the device (by a jitted function, a `jnp` op, a
+`model.apply`, or by indexing such a result). NumPy functions that read only metadata or
+build from a shape (`np.prod(x.shape)`, `np.dtype`, `np.zeros(n)`, `np.zeros_like`) and
+`np.random.*` are not copies.
 
 ## Why is this bad?
 
@@ -387,6 +391,9 @@ class HostCopyInLoop(Rule):
             self.report(node, f"`{spelled}` {_DISPLAY_ADVICE}")
             return
         where = "of the comprehension" if isinstance(loop, _COMPREHENSIONS) else "of the loop"
+        if copy.implicit:
+            self._report_numpy_function(node, copy, value, loop, where)
+            return
         sliced = _slice_of_earlier_result(self.ctx, value, loop)
         iterated = _iterated_device_array(self.ctx, value, loop)
         if iterated is not None:
@@ -407,6 +414,29 @@ class HostCopyInLoop(Rule):
             f"`{spelled}` waits for the device and copies to the host on every iteration {where}, "
             f"while the loop also dispatches device work; {advice}",
             fix=self._fix(node, copy, loop) if copy.kind in _AFTER and sliced is None else None,
+        )
+
+    def _report_numpy_function(self, node: cst.Call, copy: HostCopy, value: cst.BaseExpression, loop: Loop, where: str) -> None:
+        """`np.argmax(logits, -1)`: a NumPy function converts the device array it is given."""
+        sliced = _iterated_device_array(self.ctx, value, loop)
+        if sliced is None:
+            operands = [value.left] if isinstance(value, (cst.Comparison, cst.BinaryOperation)) else [value]
+            sliced = next((s for s in (_slice_of_earlier_result(self.ctx, o, loop) for o in operands) if s), None)
+        if sliced is not None:
+            advice = (
+                f"copy `{sliced}` to the host once before the loop "
+                f"(`{sliced}_host = jaxlint.runtime.to_host({sliced})`) and use the NumPy copy"
+            )
+        else:
+            advice = (
+                f"compute it on the device (`jnp.{copy.kind.removeprefix('np.')}`) and copy the results once "
+                "after the loop (`jaxlint.runtime.to_host`)"
+            )
+        self.report(
+            node,
+            f"`{_short(self.ctx.module.code_for_node(node))}`: the NumPy function `{copy.kind}` copies the device "
+            f"array `{_short(self.ctx.module.code_for_node(value))}` to the host, which waits for the device on "
+            f"every iteration {where}, while the loop also dispatches device work; {advice}",
         )
 
     def _fix(self, node: cst.Call, copy: HostCopy, loop: Loop) -> Fix | None:
@@ -641,7 +671,7 @@ def _copied_before(ctx, node: cst.CSTNode, value: cst.BaseExpression, loop: Loop
             targets = inner.targets if isinstance(inner, cst.Assign) else [inner]
             if any(set(target_names(t.target)) & names for t in targets):
                 earlier = False
-        elif isinstance(inner, cst.Call) and _is_copy_spelling(inner):
+        elif isinstance(inner, cst.Call) and (_is_copy_spelling(inner) or isinstance(inner.func, cst.Attribute)):
             copy = ctx.device.host_copy(inner, path)
             if copy is not None and copy.kind not in _DISPLAY and "".join(ctx.module.code_for_node(copy.value).split()) == text:
                 earlier = True
