@@ -53,7 +53,8 @@ outputs[:] = jaxlint.runtime.to_host(outputs)
 ```
 
 The rule stays silent for copies after the loop, under a guard that depends on the
-iteration (`if step % 100 == 0:`), in a condition that decides what the loop does next
+iteration (`if step % 100 == 0:`; a loop under the guard that runs compiled or model code on
+each of its own iterations, an eval loop over a test set, is still judged), in a condition that decides what the loop does next
 (`if float(loss) < best:`, `while float(err) > tol:`), of values computed before the loop
 (after the first copy jax keeps the host copy), of NumPy values, in loops that send no work
 to the device, and inside jitted or otherwise traced code. It also stays silent for a list of
@@ -237,8 +238,10 @@ class HostCopyInLoop(Rule):
         value_path = _path_to(path, value)
         if value_path is None or not ctx.device.holds(value, value_path):
             return None
-        if ctx.device.is_traced(ctx.ancestors) or _periodic_guard(path, loops[0]) or ctx.device.in_test(path):
+        if ctx.device.is_traced(ctx.ancestors) or ctx.device.in_test(path):
             return None
+        # Innermost loop first: a guard (`if step % 100 == 0:`) excuses the copy for the loops
+        # around it (`_excused`), not for a loop under it (an eval loop run when it fires).
         for loop in reversed(loops):
             if counts_few_things(loop):
                 return None
@@ -248,7 +251,10 @@ class HostCopyInLoop(Rule):
             if _few_iterations(loop) or _few_literal_items(ctx, loop):
                 return None
             inner = loops[loops.index(loop) + 1 :]
-            if _fresh(ctx, value, value_path, loop, inner) and ctx.device.loop_dispatches(loop, loop_path, calls_only=display):
+            # Under such a guard only a loop that runs compiled or model code per iteration (an
+            # eval loop over a test set) counts; one summarising finished results does not.
+            calls_only = display or _occasional(path, loops, loop)
+            if _fresh(ctx, value, value_path, loop, inner) and ctx.device.loop_dispatches(loop, loop_path, calls_only=calls_only):
                 if self._waits_anyway(loop, loop_path) or self._per_outer_iteration(loop, loop_path, path):
                     return None
                 if self._logs_results(node, value, value_path, loop, loop_path) or _copied_before(ctx, node, value, loop, loop_path):
@@ -702,12 +708,15 @@ def _discarded(ancestors: list[cst.CSTNode], node: cst.Call) -> bool:
     return bool(ancestors) and isinstance(ancestors[-1], cst.Expr) and ancestors[-1].value is node
 
 
-def _periodic_guard(path: list[cst.CSTNode], outermost: Loop) -> bool:
-    """`if step % 100 == 0:` (or an `else` of it) between the outermost loop and the node."""
-    start = _index(path, outermost)
-    for parent, child in zip(path[start:], path[start + 1 :]):
-        if isinstance(parent, cst.If) and child is not parent.test and _is_periodic(parent.test):
-            return True
+def _occasional(path: list[cst.CSTNode], loops: list[Loop], loop: Loop) -> bool:
+    """Whether `loop` runs only on some iterations of a loop around it: it sits under
+    `if step % eval_every == 0:` (or another guard that depends on the outer iteration)."""
+    end = _index(path, loop)
+    for outer in loops[: loops.index(loop)]:
+        start = _index(path, outer)
+        for parent, child in zip(path[start + 1 : end], path[start + 2 : end + 1]):
+            if isinstance(parent, cst.If) and child is not parent.test and _sometimes(parent.test, outer):
+                return True
     return False
 
 
