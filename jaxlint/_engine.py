@@ -235,20 +235,9 @@ def _locate_in_notebook(finding: Finding, notebook: NotebookSource | None) -> Fi
 def _broken_cell_finding(path: str, cell: int, code: str) -> Finding:
     """JL000 for a notebook cell that does not parse on its own."""
     error = _cpython_syntax_error(code)
-    line, column = (error.lineno or 1, max(error.offset or 1, 1)) if error else (1, 1)
-    lines = source_lines(code)
-    return Finding(
-        path=path,
-        line=line,
-        column=column,
-        end_line=line,
-        end_column=column,
-        code=SYNTAX_ERROR_CODE,
-        rule=SYNTAX_ERROR_SLUG,
-        message=f"SyntaxError: {error.msg if error else 'invalid syntax'}",
-        source_line=lines[line - 1] if line <= len(lines) else "",
-        cell=cell,
-    )
+    if error is None:
+        return _jl000_at(path, code, 1, 1, "invalid syntax", cell=cell)
+    return _jl000_at(path, code, error.lineno or 1, max(error.offset or 1, 1), error.msg, cell=cell)
 
 
 def _cpython_syntax_error(text: str) -> SyntaxError | None:
@@ -265,12 +254,17 @@ def _syntax_finding(path: str, text: str, error: cst.ParserSyntaxError) -> Findi
     """A JL000 finding. CPython's parser places and words syntax errors better than libcst's
     (`'(' was never closed` at the parenthesis), so its report is used when it agrees that
     the file is invalid."""
-    lines = source_lines(text)
     line, column = max(1, error.raw_line), error.raw_column + 1
     message = _PARSER_PREFIX.sub("", error.message)
     cpython = _cpython_syntax_error(text)
     if cpython is not None and cpython.lineno:
         line, column, message = cpython.lineno, max(cpython.offset or 1, 1), cpython.msg
+    return _jl000_at(path, text, line, column, message)
+
+
+def _jl000_at(path: str, text: str, line: int, column: int, message: str, *, cell: int | None = None) -> Finding:
+    """A JL000 finding at (line, column) of `text`."""
+    lines = source_lines(text)
     return Finding(
         path=path,
         line=line,
@@ -281,6 +275,7 @@ def _syntax_finding(path: str, text: str, error: cst.ParserSyntaxError) -> Findi
         rule=SYNTAX_ERROR_SLUG,
         message=f"SyntaxError: {message}",
         source_line=lines[line - 1] if line <= len(lines) else "",
+        cell=cell,
     )
 
 
