@@ -1,0 +1,175 @@
+"""Lint the exported corpus with every rule and collect the findings as sites.
+
+    python ecosystem/lint.py [--rev REV] [--split dev|test] [-j N] [--out FILE]
+
+Without `--rev` it lints with the jaxlint of this checkout (its working tree); `--rev REV`
+installs that git revision of this repository into a scratch folder first, so two versions can
+be compared (`score.py --diff`). Results are kept per (jaxlint source, repository commit) under
+`$JAXLINT_ECOSYSTEM_CACHE/results/`, so scoring again after editing labels costs nothing.
+
+A finding's site is (repo, path, line, code); in a notebook the path is `file.ipynb#CELL` and the
+line is the line within that cell, as jaxlint reports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import Repo, cache_dir, load_corpus  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE_FOLDERS = ("jaxlint", "rules")
+
+
+@dataclass(frozen=True)
+class Finding:
+    repo: str
+    path: str
+    line: int
+    code: str
+    message: str
+
+    @property
+    def site(self) -> tuple[str, str, int, str]:
+        return (self.repo, self.path, self.line, self.code)
+
+
+@dataclass
+class LintRun:
+    findings: list[Finding]
+    errors: list[str]  # internal errors and crashes, one line each
+
+
+class Linter:
+    """A jaxlint to run: this checkout, or a revision installed into a scratch folder."""
+
+    def __init__(self, rev: str | None = None) -> None:
+        self.rev = rev
+        self._scratch: Path | None = None
+        if rev is None:
+            self.pythonpath = None
+            self.key = _tree_hash(ROOT)
+        else:
+            commit = _git("rev-parse", "--verify", f"{rev}^{{commit}}").strip()
+            self.key = commit
+            self._scratch = Path(tempfile.mkdtemp(prefix="jaxlint-rev-"))
+            source = self._scratch / "src"
+            source.mkdir()
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", "--format=tar", commit],
+                capture_output=True,
+                check=True,
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
+            site = self._scratch / "site"
+            subprocess.run(
+                [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                 "--target", str(site), str(source)],
+                check=True,
+            )
+            self.pythonpath = str(site)
+
+    def close(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def lint(self, repo: Repo, jobs: int) -> LintRun:
+        stored = cache_dir() / "results" / self.key[:16] / f"{repo.folder.name}@{repo.commit[:12]}.json"
+        if stored.is_file():
+            data = json.loads(stored.read_text())
+            return LintRun([Finding(**item) for item in data["findings"]], data["errors"])
+        if not repo.folder.is_dir():
+            raise LookupError(f"{repo.name} is not exported: run ecosystem/export.py first")
+        env = dict(os.environ)
+        if self.pythonpath:
+            env["PYTHONPATH"] = self.pythonpath
+        completed = subprocess.run(
+            [sys.executable, "-m", "jaxlint", "check", "--output-format", "jsonl", "--no-cache",
+             "--exit-zero", "-q", "--select", "JL", "-j", str(jobs), "."],
+            cwd=repo.folder,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        run = LintRun([], [])
+        for line in completed.stdout.splitlines():
+            item = json.loads(line)
+            path = item["path"]
+            if item.get("cell") is not None:
+                path = f"{path}#{item['cell']}"
+            if item["code"] == "JL000":
+                continue  # a file that does not parse is a fact about the file, not a rule
+            run.findings.append(Finding(repo.name, path, item["line"], item["code"], item["message"]))
+        for line in completed.stderr.splitlines():
+            if "internal error" in line or "Traceback" in line:
+                run.errors.append(f"{repo.name}: {line.strip()}")
+        if completed.returncode not in (0, 1):
+            run.errors.append(f"{repo.name}: jaxlint exited {completed.returncode}")
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        stored.write_text(json.dumps({
+            "findings": [f.__dict__ for f in run.findings], "errors": run.errors,
+        }))
+        return run
+
+
+def lint_corpus(linter: Linter, repos: list[Repo], jobs: int, progress: bool = True) -> LintRun:
+    total = LintRun([], [])
+    for repo in repos:
+        run = linter.lint(repo, jobs)
+        total.findings.extend(run.findings)
+        total.errors.extend(run.errors)
+        if progress:
+            print(f"  {repo.name}: {len(run.findings)} findings", file=sys.stderr)
+    return total
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
+
+
+def _tree_hash(root: Path) -> str:
+    """A hash of the linter's own source files as they are on disk now."""
+    digest = hashlib.sha256()
+    for folder in SOURCE_FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return "tree-" + digest.hexdigest()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rev", help="a git revision of this repository (default: the working tree)")
+    parser.add_argument("--split", choices=("dev", "test"))
+    parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--out", type=Path, help="write the findings here as JSON lines")
+    args = parser.parse_args(argv)
+    corpus = load_corpus()
+    repos = [r for r in corpus.repos if not args.split or r.split == args.split]
+    linter = Linter(args.rev)
+    try:
+        run = lint_corpus(linter, repos, args.jobs)
+    finally:
+        linter.close()
+    if args.out:
+        with args.out.open("w", encoding="utf-8") as handle:
+            for finding in run.findings:
+                handle.write(json.dumps(finding.__dict__) + "\n")
+    for error in run.errors:
+        print(error, file=sys.stderr)
+    print(f"{len(run.findings)} findings, {len(run.errors)} internal errors", file=sys.stderr)
+    return 1 if run.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
