@@ -1,0 +1,148 @@
+"""The ecosystem check's instrument: the corpus definition, labels, matching and scoring."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ECOSYSTEM = Path(__file__).resolve().parent.parent / "ecosystem"
+sys.path.insert(0, str(ECOSYSTEM))
+
+import _common  # noqa: E402
+import candidates  # noqa: E402
+import score  # noqa: E402
+from _common import Label, LabelError, draw_test_split, load_corpus, load_labels  # noqa: E402
+from lint import Finding  # noqa: E402
+
+
+def label(line: int, verdict: str = "TP", code: str = "JL005", path: str = "a.py") -> Label:
+    return Label("o/r", path, line, code, verdict, "finding", "why")
+
+
+def finding(line: int, code: str = "JL005", path: str = "a.py") -> Finding:
+    return Finding("o/r", path, line, code, "message")
+
+
+def test_corpus_is_pinned_and_large_enough():
+    corpus = load_corpus()
+    names = [repo.name for repo in corpus.repos]
+    assert len(names) >= 60
+    assert len(set(names)) == len(names)
+    for repo in corpus.repos:
+        assert re.fullmatch(r"[0-9a-f]{40}", repo.commit), repo.name
+        assert repo.split in ("dev", "test")
+    assert len(corpus.split("test")) == corpus.test_size
+
+
+def test_test_split_is_the_recorded_draw_from_never_audited_repositories():
+    corpus = load_corpus()
+    never_audited = [repo.name for repo in corpus.repos if not repo.audited]
+    drawn = draw_test_split(never_audited, corpus.seed, corpus.test_size)
+    assert sorted(repo.name for repo in corpus.split("test")) == drawn
+    assert not any(repo.audited for repo in corpus.split("test"))
+
+
+def test_committed_labels_are_valid_and_name_corpus_repositories():
+    labels = load_labels()
+    repos = load_corpus().by_name()
+    assert labels, "labels.tsv has no rows"
+    for row in labels:
+        assert row.repo in repos, row
+        assert row.reason, row
+        assert "\t" not in row.reason
+
+
+def test_labels_loader_refuses_bad_rows(tmp_path: Path):
+    header = "\t".join(_common.LABEL_FIELDS)
+    bad = {
+        "verdict": "o/r\ta.py\t3\tJL005\tMAYBE\tfinding\twhy",
+        "code": "o/r\ta.py\t3\tJL999\tTP\tfinding\twhy",
+        "line": "o/r\ta.py\tthree\tJL005\tTP\tfinding\twhy",
+        "fields": "o/r\ta.py\t3\tJL005\tTP",
+    }
+    for what, row in bad.items():
+        path = tmp_path / f"{what}.tsv"
+        path.write_text(f"{header}\n{row}\n")
+        with pytest.raises(LabelError):
+            load_labels(path)
+    twice = tmp_path / "twice.tsv"
+    row = "o/r\ta.py\t3\tJL005\tTP\tfinding\twhy"
+    twice.write_text(f"{header}\n{row}\n{row.replace('TP', 'FP')}\n")
+    with pytest.raises(LabelError, match="already judged"):
+        load_labels(twice)
+
+
+def test_wilson_interval():
+    low, high = score.wilson(8, 10)
+    assert (round(low, 3), round(high, 3)) == (0.490, 0.943)
+    assert score.wilson(0, 0) == (0.0, 1.0)
+    low, high = score.wilson(10, 10)
+    assert high == 1.0 and 0.7 < low < 0.75
+
+
+def test_matching_prefers_the_same_line_then_the_nearest_within_three():
+    same, near, far = label(10), label(14), label(30)
+    paired = score.match([finding(10), finding(12), finding(26)], [same, near, far])
+    assert paired[finding(10)] is same
+    assert paired[finding(12)] is near
+    assert finding(26) not in paired  # 4 lines away
+    # a label pairs with one finding at most; another rule or file never pairs
+    paired = score.match([finding(10), finding(11), finding(10, code="JL006"), finding(10, path="b.py")], [same])
+    assert list(paired.values()) == [same]
+
+
+def test_score_counts_precision_recall_and_unjudged():
+    labels = [
+        label(10, "TP"),  # found
+        label(20, "FP"),  # a false alarm
+        Label("o/r", "a.py", 40, "JL005", "TP", "candidate", "missed"),
+        Label("o/r", "a.py", 60, "JL005", "FP", "candidate", "look-alike, silent"),
+    ]
+    result = score.score([finding(10), finding(21), finding(50)], labels)["JL005"]
+    assert (result.findings, result.tp, result.fp, len(result.unjudged)) == (3, 1, 1, 1)
+    assert result.precision() == 0.5
+    assert (result.true_sites, result.found) == (2, 1)
+    assert result.recall() == 0.5
+    assert [m.line for m in result.missed] == [40]
+
+
+def test_thresholds_fail_a_rule_below_them():
+    scores = score.score([finding(10), finding(20)], [label(10, "TP"), label(20, "FP")])
+    args = argparse.Namespace(min_precision=["0.9"], min_recall=["JL005=0.5"], threshold_split="test")
+    assert score.check_thresholds(scores, args) == ["JL005 precision 0.50 < 0.90 on test"]
+    args = argparse.Namespace(min_precision=["JL005=0.5"], min_recall=["1.0"], threshold_split="test")
+    assert score.check_thresholds(scores, args) == []
+
+
+def test_loose_finder_over_reports_each_rule_pattern():
+    source = '''
+import time
+import jax, equinox as eqx, numpy as np
+import jax.numpy as jnp
+
+@eqx.filter_jit
+def step(model, x):
+    return model(x)
+
+def loss(w, x):
+    return jnp.sum(w * x)
+
+def train(model, w, data, ids):
+    start = time.time()
+    for i in range(0, len(data), 32):
+        model = eqx.tree_at(lambda m: m.w, model, w)
+        f = jax.jit(lambda x: x + i)
+        model = step(model, data[i:i + 32])
+        ids = np.concatenate([ids, ids[-1:]])
+        print(float(loss(w, data)))
+    elapsed = time.time() - start
+'''
+    found = {(code, pattern) for _, code, pattern in candidates.find_in_source(source)}
+    codes = {code for code, _ in found}
+    assert codes == {"JL001", "JL002", "JL003", "JL004", "JL005", "JL006", "JL007", "JL008"}
+    assert ("JL006", "second timer read in a function") in found
+    assert ("JL001", "loss does array work and is called in a loop") in found
