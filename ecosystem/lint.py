@@ -72,11 +72,7 @@ class Linter:
             ).stdout
             subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
             site = self._scratch / "site"
-            subprocess.run(
-                [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                 "--target", str(site), str(source)],
-                check=True,
-            )
+            _lay_out_package(source, site)
             self.pythonpath = str(site)
 
     def close(self) -> None:
@@ -131,6 +127,15 @@ def lint_corpus(linter: Linter, repos: list[Repo], jobs: int, progress: bool = T
         if progress:
             print(f"  {repo.name}: {len(run.findings)} findings", file=sys.stderr)
     return total
+
+
+def _lay_out_package(source: Path, site: Path) -> None:
+    """The import layout of pyproject.toml's package-dir (`rules/` is `jaxlint.rules`, ...),
+    made by copying: no build step, so any revision can be run from a scratch folder."""
+    shutil.copytree(source / "jaxlint", site / "jaxlint")
+    for folder in ("rules", "runtime", "fixtures"):
+        if (source / folder).is_dir():
+            shutil.copytree(source / folder, site / "jaxlint" / folder)
 
 
 def _git(*args: str) -> str:
