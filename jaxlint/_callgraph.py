@@ -52,6 +52,7 @@ __all__ = [
     "Site",
     "counts_few_things",
     "in_test",
+    "is_test_file",
     "is_host_copy",
     "periodic",
     "runs_many_times",
@@ -759,7 +760,7 @@ def _has_modulo(expr: cst.CSTNode) -> bool:
 def in_test(ctx: FileContext, path: Sequence[cst.CSTNode]) -> bool:
     """Whether code at `path` is test code: a test file (`test_*.py`, `*_test.py`, under a
     `tests/` folder), or inside a test function or a method of a test class."""
-    if _test_file(ctx.path, os.getcwd()):
+    if is_test_file(ctx.path):
         return True
     for node in path:
         if isinstance(node, cst.FunctionDef) and node.name.value.startswith("test"):
@@ -769,6 +770,11 @@ def in_test(ctx: FileContext, path: Sequence[cst.CSTNode]) -> bool:
             if name.startswith("Test") or name.endswith(("Test", "Tests", "TestCase")):
                 return True
     return False
+
+
+def is_test_file(path: str) -> bool:
+    """Whether the file at `path` is test code (see `_test_file`)."""
+    return _test_file(path, os.getcwd())
 
 
 @ft.lru_cache(maxsize=256)

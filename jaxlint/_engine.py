@@ -13,6 +13,7 @@ from functools import lru_cache
 
 import libcst as cst
 
+from ._callgraph import is_test_file
 from ._context import FileContext
 from ._notebook import NotebookError, NotebookSource, read_notebook
 from ._positions import positions
@@ -160,9 +161,12 @@ def analyze(
         return Analysis(result)
     if notebook is not None:
         result.findings.extend(_broken_cell_finding(path, number, code) for number, code in notebook.broken)
-    if not any(token in text for token in FAMILY_TOKENS):
-        # Not JAX code: no rule can fire, so only check that it parses (CPython's parser
-        # is ~6x faster than libcst's; libcst decides when they disagree on new syntax).
+    # Test code is no hot path, and every rule is about time spent where a program runs many
+    # times: a test file is only checked for syntax, like a file that is not JAX code.
+    lint = any(token in text for token in FAMILY_TOKENS) and not is_test_file(path)
+    if not lint:
+        # No rule can fire, so only check that it parses (CPython's parser is ~6x faster
+        # than libcst's; libcst decides when they disagree on new syntax).
         if _cpython_syntax_error(text) is None:
             return Analysis(result)
     try:
@@ -173,7 +177,7 @@ def analyze(
     except RecursionError:
         result.error = f"{path}: nested too deeply to parse"
         return Analysis(result)
-    if not any(token in text for token in FAMILY_TOKENS):
+    if not lint:
         return Analysis(result, module)
     active = _active_rules(rules, text)
     if not active:

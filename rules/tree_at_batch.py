@@ -44,7 +44,9 @@ objects, `for layer in layers: layer.params = ...`), a later `where` that reache
 an earlier call replaced (or an ancestor of one), a loop that rebinds the tree or stops early
 on a value read from the updated tree, a renamed intermediate tree that is read again later
 (or in a loop, a closure, or declared `global`), an attribute chain that ends in `return`
-(the attribute must keep its update), and calls that use `replace_fn`.
+(the attribute must keep its update), and calls that use `replace_fn`. It also stays silent
+inside jitted or otherwise traced code (`@eqx.filter_jit` bodies, functions handed to a
+transform): there each call runs once per compile, not once per step.
 
 ## Fix safety
 
@@ -219,6 +221,8 @@ class TreeAtBatch(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.is_call_to(node, TREE_AT):
             return
+        if self.ctx.jit.is_traced(self.ctx.ancestors):
+            return  # under a trace it runs once per compile, not once per step
         found = self._match(node)
         if found is not None:
             self._calls.append(found)

@@ -592,3 +592,17 @@ def test_a_corrupt_cache_is_ignored(tmp_path: Path, run_cli, content: str) -> No
             cache_file.write_text(content, encoding="latin-1")
     second = run_cli("check", ".")
     assert (second.exit_code, second.stdout) == (first.exit_code, first.stdout)
+
+
+# -- test code --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["test_surgery.py", "surgery_test.py", "conftest.py", "tests/surgery.py"])
+def test_test_files_are_no_hot_path_but_are_still_syntax_checked(tmp_path: Path, run_cli, name: str) -> None:
+    write(tmp_path / name, LOOP)
+    write(tmp_path / "surgery.py", LOOP)
+    found = findings(run_cli("check", "--output-format", "json", "."))
+    assert [f["path"] for f in found] == ["surgery.py"]
+    write(tmp_path / name, "def broken(:\n")
+    found = findings(run_cli("check", "--output-format", "json", name))
+    assert [f["code"] for f in found] == ["JL000"]
