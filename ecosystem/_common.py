@@ -47,6 +47,7 @@ class Repo:
     kind: str
     about: str
     audited: bool
+    batch: int
 
     @property
     def folder(self) -> Path:
@@ -54,9 +55,17 @@ class Repo:
 
 
 @dataclass(frozen=True)
-class Corpus:
+class Draw:
+    """How one batch of repositories was split: `test_size` drawn with `seed`."""
+
+    batch: int
     seed: int
     test_size: int
+
+
+@dataclass(frozen=True)
+class Corpus:
+    draws: tuple[Draw, ...]
     repos: tuple[Repo, ...]
 
     def split(self, split: str) -> list[Repo]:
@@ -76,11 +85,15 @@ def load_corpus(path: Path = REPOS_TOML) -> Corpus:
             kind=entry["kind"],
             about=entry.get("about", ""),
             audited=bool(entry.get("audited", False)),
+            batch=int(entry["batch"]),
         )
         for entry in data["repo"]
     )
-    draw = data["draw"]
-    return Corpus(seed=int(draw["seed"]), test_size=int(draw["test-size"]), repos=repos)
+    draws = tuple(
+        Draw(batch=int(d["batch"]), seed=int(d["seed"]), test_size=int(d["test-size"]))
+        for d in data["draw"]
+    )
+    return Corpus(draws=draws, repos=repos)
 
 
 def draw_test_split(names_never_audited: list[str], seed: int, size: int) -> list[str]:

@@ -35,14 +35,16 @@ def test_corpus_is_pinned_and_large_enough():
     for repo in corpus.repos:
         assert re.fullmatch(r"[0-9a-f]{40}", repo.commit), repo.name
         assert repo.split in ("dev", "test")
-    assert len(corpus.split("test")) == corpus.test_size
+    assert {repo.batch for repo in corpus.repos} == {draw.batch for draw in corpus.draws}
 
 
 def test_test_split_is_the_recorded_draw_from_never_audited_repositories():
     corpus = load_corpus()
-    never_audited = [repo.name for repo in corpus.repos if not repo.audited]
-    drawn = draw_test_split(never_audited, corpus.seed, corpus.test_size)
-    assert sorted(repo.name for repo in corpus.split("test")) == drawn
+    for draw in corpus.draws:
+        batch = [repo for repo in corpus.repos if repo.batch == draw.batch]
+        never_audited = [repo.name for repo in batch if not repo.audited]
+        drawn = draw_test_split(never_audited, draw.seed, draw.test_size)
+        assert sorted(repo.name for repo in batch if repo.split == "test") == drawn
     assert not any(repo.audited for repo in corpus.split("test"))
 
 
