@@ -14,6 +14,7 @@ import argparse
 import ast
 import csv
 import random
+import re
 import sys
 import warnings
 from collections import defaultdict
@@ -222,22 +223,36 @@ def write_candidates(out: Path) -> int:
     return count
 
 
-def worklist(split: str, seed: int, codes: list[str]) -> list[dict[str, str]]:
-    """Candidates to judge: all of a rare rule's, a seeded sample of a common one's, not yet labelled."""
+TEST_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*$|_test\.(py|ipynb)|(^|/)conftest\.py")
+
+
+def worklist(split: str, seed: int, codes: list[str], skip_tests: bool = False,
+             sizes: dict[str, int | None] | None = None) -> list[dict[str, str]]:
+    """Candidates to judge: all of a rare rule's, a seeded sample of a common one's, none within
+    3 lines of a site already labelled for the same rule (test files left out on request: every
+    one of them is FP by the standard, so they say nothing about recall)."""
     with CANDIDATES_TSV.open(encoding="utf-8", newline="") as handle:
         rows = [r for r in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE) if r["split"] == split]
-    judged = set()
+    labelled: dict[tuple[str, str, str], list[int]] = defaultdict(list)
     try:
-        judged = {(l.repo, l.path, l.code) + (l.line,) for l in load_labels()}
+        for label in load_labels():
+            labelled[(label.repo, label.path, label.code)].append(label.line)
     except FileNotFoundError:
         pass
+
+    def judged(row: dict[str, str]) -> bool:
+        lines = labelled.get((row["repo"], row["path"], row["code"]), [])
+        return any(abs(line - int(row["line"])) <= 3 for line in lines)
+
     chosen = []
     for code in codes:
-        pool = [r for r in rows if r["code"] == code]
-        size = SAMPLE_SIZES.get(code)
+        pool = [r for r in rows if r["code"] == code and not judged(r)]
+        if skip_tests:
+            pool = [r for r in pool if not TEST_PATH.search(r["path"])]
+        size = (sizes or SAMPLE_SIZES).get(code)
         if size is not None and len(pool) > size:
             pool = random.Random(f"{seed}-{split}-{code}").sample(pool, size)
-        chosen.extend(r for r in pool if (r["repo"], r["path"], r["code"], int(r["line"])) not in judged)
+        chosen.extend(pool)
     return chosen
 
 
@@ -247,10 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=("dev", "test"), default="dev")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--code", action="append", default=[], help="rule codes (default: all)")
+    parser.add_argument("--skip-tests", action="store_true", help="leave out test files")
     args = parser.parse_args(argv)
     if args.sample:
         codes = args.code or sorted(SAMPLE_SIZES)
-        for row in worklist(args.split, args.seed, codes):
+        for row in worklist(args.split, args.seed, codes, skip_tests=args.skip_tests):
             print("\t".join((row["repo"], row["path"], row["line"], row["code"], row["pattern"])))
         return 0
     count = write_candidates(CANDIDATES_TSV)

@@ -58,10 +58,11 @@ class Linter:
         self._scratch: Path | None = None
         if rev is None:
             self.pythonpath = None
-            self.key = _tree_hash(ROOT)
+            changed = _git("status", "--porcelain", "--", *SOURCE_FOLDERS).strip()
+            self.key = _tree_hash(ROOT) if changed else _source_key("HEAD")
         else:
             commit = _git("rev-parse", "--verify", f"{rev}^{{commit}}").strip()
-            self.key = commit
+            self.key = _source_key(commit)
             self._scratch = Path(tempfile.mkdtemp(prefix="jaxlint-rev-"))
             source = self._scratch / "src"
             source.mkdir()
@@ -140,6 +141,13 @@ def _lay_out_package(source: Path, site: Path) -> None:
 
 def _git(*args: str) -> str:
     return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
+
+
+def _source_key(commit: str) -> str:
+    """The linter's source at `commit`, named by its git trees: revisions that differ only
+    outside jaxlint/ and rules/ share their lint results."""
+    trees = [_git("rev-parse", f"{commit}:{folder}").strip() for folder in SOURCE_FOLDERS]
+    return "git-" + hashlib.sha256(" ".join(trees).encode()).hexdigest()
 
 
 def _tree_hash(root: Path) -> str:
