@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import _jaxapi
+from ._frequency import integer_value
 from ._jaxapi import HOST_METHODS, is_host_copy
 from ._scope import dotted_name, target_names
 from ._walk import iter_children
@@ -816,7 +817,7 @@ def _iterates_data(
         if resolved is None and isinstance(func, cst.Name):
             resolved = func.value  # builtins: range, zip, enumerate...
         if resolved == "range":
-            constants = [_constant(a.value) for a in iterable.args]
+            constants = [integer_value(ctx, a.value, [*path, anchor]) for a in iterable.args]
             if constants and all(c is not None for c in constants):
                 span = range(*constants)  # type: ignore[arg-type]
                 return len(span) >= few

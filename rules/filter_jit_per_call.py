@@ -16,7 +16,10 @@ An argument counts as a large pytree when the code shows it: bound from an `eqx.
 class of the file that subclasses `eqx.Module`, `eqx.nn.inference_mode`, `eqx.tree_at`,
 `eqx.partition`, `optimizer.init(...)`, a parameter annotated as a Module or pytree, or named
 like one (`model`, `params`, `opt_state`, `train_state`, `net`; a bare `state` only when a
-`for` loop's step gives it back).
+`for` loop's step gives it back). It stays silent when the code shows those pytrees hold fewer than 24
+arrays in all (`jaxlint._size`: an `eqx.nn.MLP` of depth 1 holds 4, its Adam state 9; a
+Module class of the file holds what its `__init__` assigns): the per-call cost grows with the
+leaves, and at a few arrays it is small.
 
 ## Why is this bad?
 
@@ -97,6 +100,7 @@ from jaxlint._callgraph import Mode, in_test, periodic, runs_many_times
 from jaxlint._context import FileContext, Loop
 from jaxlint._jaxapi import FILTER_JIT, PARTIAL, decorator_target
 from jaxlint._pytrees import Value, classify, is_large
+from jaxlint._size import SMALL, leaf_count
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
 from jaxlint._scope import target_names
 
@@ -231,6 +235,7 @@ class FilterJitPerCall(Rule):
         else:
             per_item = {n for f in _comp_fors(loop) for n in target_names(f.target)}
         found = []
+        leaves: list[int | None] = []
         for arg in call.args:
             expr = arg.value
             name = expr.value if isinstance(expr, cst.Name) else None
@@ -241,6 +246,9 @@ class FilterJitPerCall(Rule):
                 continue  # `while not done:`: an iterative solver's state, a few arrays
             if is_large(value) or (value is Value.UNKNOWN and self._named_large(expr, call, path, loop)):
                 found.append(self.ctx.module.code_for_node(expr))
+                leaves.append(leaf_count(self.ctx, expr, [*path, call, arg]))
+        if found and all(n is not None for n in leaves) and sum(leaves) < SMALL:  # type: ignore[arg-type]
+            return []  # the code shows its pytrees hold a few arrays in all: a small per-leaf cost
         return found
 
     def _named_large(self, expr: cst.BaseExpression, call: cst.Call, path: list[cst.CSTNode], loop: Loop) -> bool:

@@ -60,8 +60,10 @@ each of its own iterations, an eval loop over a test set, is still judged), in a
 to the device, and inside jitted or otherwise traced code. It also stays silent for a list of
 Python values built to be used where Python values are needed right after
 (`sizes = [int(n[i]) for i in range(dim)]`, then `jnp.arange(-s, s + 1)` for each, or
-`jnp.zeros(sizes)`), in loops over a name the function sets only to a literal list of fewer
-than 10 items (a few prompts to verify), and for results of functions behind a decorator it
+`jnp.zeros(sizes)`), in loops whose header says they run 20 times or fewer (`range(16)`,
+`range(1, maxiter + 1)` with `maxiter = 15` assigned in the function or the module,
+`enumerate(prompts)` or `range(len(prompts))` over a literal list of a few prompts to verify:
+`jaxlint._frequency`), and for results of functions behind a decorator it
 does not know (`@utils.jit_cpu()`: the decorator may place or convert them), which are not
 known device values.
 
@@ -97,6 +99,7 @@ from __future__ import annotations
 import libcst as cst
 
 from jaxlint._callgraph import counts_few_things
+from jaxlint._frequency import runs_few_times
 from jaxlint._context import Loop
 from jaxlint._device import HostCopy
 from jaxlint._jaxapi import FILTER_JIT
@@ -248,7 +251,7 @@ class HostCopyInLoop(Rule):
             if self._excused(node, loop, path):
                 return None
             loop_path = path[: _index(path, loop)]
-            if _few_iterations(loop) or _few_literal_items(ctx, loop):
+            if runs_few_times(ctx, loop, loop_path):
                 return None
             inner = loops[loops.index(loop) + 1 :]
             # Under such a guard only a loop that runs compiled or model code per iteration (an
@@ -762,57 +765,6 @@ def _assigned_device(ctx, loop: cst.While, name: str) -> bool:  # type: ignore[n
             if value_path is not None and ctx.device.holds(node.value, value_path):
                 return True
     return False
-
-
-def _few_iterations(loop: Loop) -> bool:
-    """A loop over a literal sequence or `range(n)` with a literal n below 10."""
-    if not isinstance(loop, cst.For):
-        return False
-    source = loop.iter
-    if isinstance(source, (cst.Tuple, cst.List, cst.Set)):
-        return True
-    if isinstance(source, cst.Call) and isinstance(source.func, cst.Name) and source.func.value == "range":
-        args = [a.value for a in source.args]
-        if len(args) == 1 and isinstance(args[0], cst.Integer):
-            return int(args[0].evaluated_value) < 10
-        if len(args) == 2 and all(isinstance(a, cst.Integer) for a in args):
-            return int(args[1].evaluated_value) - int(args[0].evaluated_value) < 10  # type: ignore[attr-defined]
-    return False
-
-
-def _few_literal_items(ctx, loop: Loop) -> bool:  # type: ignore[no-untyped-def]
-    """`for i, text in enumerate(test_inputs)` where the function (or, for a loop at module
-    level, the module) sets `test_inputs` only to a literal list or tuple of fewer than 10
-    items (a handful of prompts to verify, of state points to simulate, of settings to
-    compare): a few iterations, each a whole check."""
-    if not isinstance(loop, cst.For):
-        return False
-    source = loop.iter
-    while (
-        isinstance(source, cst.Call)
-        and isinstance(source.func, cst.Name)
-        and source.func.value in ("enumerate", "tqdm")
-        and source.args
-        and ctx.is_builtin(source.func.value, _loop_path(ctx, loop), anchor=loop) == (source.func.value == "enumerate")
-    ):
-        source = source.args[0].value
-    if not isinstance(source, cst.Name):
-        return False
-    path = _loop_path(ctx, loop)
-    function = next((n for n in reversed(path) if isinstance(n, cst.FunctionDef)), None)
-    scope = ctx.module if function is None else function.body
-    values = []
-    for node in iter_subtree(scope, into_scopes=False):
-        if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.AsName, cst.NamedExpr)):
-            target = node.name if isinstance(node, cst.AsName) else node.target
-            if source.value in target_names(target):
-                return False
-        elif isinstance(node, cst.Assign) and any(source.value in target_names(t.target) for t in node.targets):
-            values.append(node.value)
-    return bool(values) and all(
-        isinstance(v, (cst.List, cst.Tuple)) and 0 < len(v.elements) < 10 and not any(isinstance(e, cst.StarredElement) for e in v.elements)
-        for v in values
-    )
 
 
 def _is_assertion(func: cst.BaseExpression) -> bool:
