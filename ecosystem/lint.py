@@ -110,7 +110,10 @@ class Linter:
         for line in completed.stderr.splitlines():
             if "internal error" in line or "Traceback" in line:
                 run.errors.append(f"{repo.name}: {line.strip()}")
-        if completed.returncode not in (0, 1):
+        unreadable = [line for line in completed.stderr.splitlines() if line.startswith("jaxlint: error: ")]
+        if completed.returncode not in (0, 1) and not (completed.returncode == 2 and unreadable):
+            # exit 2 with a one-line error per file is a file jaxlint cannot read (an empty
+            # notebook): a fact about the corpus, reported, not a fault of the linter
             run.errors.append(f"{repo.name}: jaxlint exited {completed.returncode}")
         stored.parent.mkdir(parents=True, exist_ok=True)
         stored.write_text(json.dumps({
