@@ -1,4 +1,5 @@
-"""Train a small equinox classifier: the training-loop mistakes jaxlint reports.
+"""Train an equinox classifier (an MLP, four hidden layers by default): the training-loop
+mistakes jaxlint reports.
 
 Run `jaxlint check examples/train_loop.py`, then `jaxlint rule <slug>` for any finding.
 """
@@ -13,16 +14,19 @@ import optax
 
 
 class Classifier(eqx.Module):
-    hidden: eqx.nn.Linear
+    hidden: list[eqx.nn.Linear]
     out: eqx.nn.Linear
 
-    def __init__(self, features: int, classes: int, *, key: jax.Array) -> None:
-        k1, k2 = jax.random.split(key)
-        self.hidden = eqx.nn.Linear(features, 64, key=k1)
-        self.out = eqx.nn.Linear(64, classes, key=k2)
+    def __init__(self, features: int, classes: int, *, depth: int = 4, width: int = 64, key: jax.Array) -> None:
+        keys = jax.random.split(key, depth + 1)
+        sizes = [features] + [width] * depth
+        self.hidden = [eqx.nn.Linear(a, b, key=k) for a, b, k in zip(sizes[:-1], sizes[1:], keys[:-1])]
+        self.out = eqx.nn.Linear(width, classes, key=keys[-1])
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return self.out(jax.nn.relu(self.hidden(x)))
+        for layer in self.hidden:
+            x = jax.nn.relu(layer(x))
+        return self.out(x)
 
 
 optimizer = optax.adam(1e-3)

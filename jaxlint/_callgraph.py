@@ -504,6 +504,8 @@ class CallGraph:
             call = site.call
             func = call.func
             weight = 0
+            if self._compiled_inline(site, function.node):
+                continue  # `jax.pmap(lambda x: ...)(x)`: compiled (again on every call: jit-in-loop's cost)
             resolved = self.ctx.resolve(func, site.path, anchor=call)
             if resolved is not None:
                 if (
@@ -513,7 +515,8 @@ class CallGraph:
                 ):
                     weight = 1
             elif isinstance(func, cst.Call):
-                if self.ctx.resolve(func.func, site.path, anchor=call) in _jaxapi.TRANSFORMS:
+                transform = self.ctx.resolve(func.func, site.path, anchor=call)
+                if transform in _jaxapi.TRANSFORMS and transform not in _jaxapi.JIT_WRAPPERS:
                     weight = 2
             elif isinstance(func, cst.Attribute) and func.attr.value == "apply" and call.args and self._uses_flax:
                 weight = 2
@@ -526,6 +529,19 @@ class CallGraph:
             first = first or "@"
             count += 1
         return first, count
+
+    def _compiled_inline(self, site: Site, owner: cst.FunctionDef) -> bool:
+        """Whether `site` sits in a lambda or nested def that the body hands straight to a jit
+        wrapper (`jax.pmap(lambda x: lax.all_gather(x, "i"))(x)`): its work is compiled."""
+        path = list(site.path)
+        start = next((i for i, n in enumerate(path) if n is owner), 0)
+        for index in range(start + 1, len(path) - 1):
+            node, child = path[index], path[index + 1]
+            if isinstance(node, cst.Arg) and isinstance(child, cst.Lambda) and index >= 1:
+                wrapper = path[index - 1]
+                if isinstance(wrapper, cst.Call) and self.ctx.resolve(wrapper.func, path[:index - 1], anchor=wrapper) in _jaxapi.JIT_WRAPPERS:
+                    return True
+        return False
 
     def repeats(self, function: Function) -> list[Repeat]:
         """The eager call paths that run `function` once per iteration of a loop that runs

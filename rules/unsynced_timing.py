@@ -29,7 +29,8 @@ for `eqx.filter_jit` calls: since equinox 0.11.8 they block on their own result 
 returning, so their timing is (accidentally) correct. It also stays silent when the only
 unwaited work is set-up too small to matter (`jnp.zeros`, `jax.random.split`), and when the
 log line that reports the time says it measures a compile or a dispatch
-(`logging.info("compilation done in %.2f s", dt)`, "submitted ... in").
+(`logging.info("compilation done in %.2f s", dt)`, "submitted ... in"), or the name the time
+is stored in says so (`warmup_time`, `compile_s`).
 
 ## Example
 
@@ -198,11 +199,14 @@ _CHEAP_OPS = frozenset(
 # What a log line says the timing measures when it is meant to include compile or to stop at
 # the dispatch: "compilation done in %.2f s", "Submitted transfer in ...".
 _DISPATCH_OR_COMPILE = re.compile(r"compil|dispatch|submit|trac(?:e|ing)\b|lower(?:ed|ing)\b", re.IGNORECASE)
+# A name that says the same of the figure it holds: `warmup_time`, `compile_s`, `jit_seconds`.
+_COMPILE_NAME = re.compile(r"warm_?up|compil|^jit_|_jit_", re.IGNORECASE)
 
 
 def _labelled_as_dispatch_or_compile(region: TimedRegion) -> bool:
     """Whether the end read's statement, or a statement after it in the same block that reads
-    the name it assigns, holds a string saying that the time is a compile or a dispatch."""
+    the name it assigns, holds a string saying that the time is a compile or a dispatch, or
+    the name it assigns says so (`warmup_ms = (time.perf_counter() - t0) * 1000`)."""
     end = region.end_line
     names = {n for small in end.body if isinstance(small, cst.Assign) for t in small.targets for n in target_names(t.target)}
     statements = [end]
@@ -212,6 +216,8 @@ def _labelled_as_dispatch_or_compile(region: TimedRegion) -> bool:
         index = next((i for i, stmt in enumerate(body) if stmt is end), None)
         if index is not None:
             statements += [stmt for stmt in body[index + 1 : index + 4] if free_names(stmt) & names]
+    if any(_COMPILE_NAME.search(name) for name in names):
+        return True
     return any(
         isinstance(node, (cst.SimpleString, cst.FormattedStringText)) and _DISPATCH_OR_COMPILE.search(node.value)
         for stmt in statements
