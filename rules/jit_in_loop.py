@@ -3,8 +3,10 @@
 Finds `jax.jit(...)`, `eqx.filter_jit(...)`, `jax.pmap(...)` (and the other jit wrappers)
 applied inside a loop to a callable made in that same iteration: a `lambda`, a
 `functools.partial(...)`, a `def` nested in the loop body (decorated, or wrapped by name), or
-a bound method (`jax.jit(self.step)` for a method of the enclosing class, a Flax linen
-`jax.jit(model.apply)`: each read of a method makes a new object), when the jitted function
+a bound method (`jax.jit(self.step)` for a method of the enclosing class,
+`jax.jit(strategy.ask)` for an object built by calling a class, `strategy = OpenES(...)`, a
+Flax linen `jax.jit(model.apply)`: each read of a method makes a new object, and a loop of 5
+`jax.jit(strategy.ask)(...)` compiles 5 times), when the jitted function
 is also called in that iteration.
 
 It stays silent in tests and in benchmark functions (`@google_benchmark.register`,
@@ -69,6 +71,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from jaxlint import _jaxapi
+from jaxlint._bindings import Kind
 from jaxlint._callgraph import in_test, runs_many_times
 from jaxlint._context import FileContext, Loop
 from jaxlint._nodes import free_names, iter_subtree, loop_header
@@ -130,7 +133,8 @@ class JitInLoop(Rule):
         self._consider(wrap)
 
     def _bound_method(self, target: cst.Attribute, ancestors: Sequence[cst.CSTNode]) -> bool:
-        """`self.step` for a method of the enclosing class, or a Flax linen `model.apply`:
+        """`self.step` for a method of the enclosing class, `strategy.ask` for an object the
+        code builds by calling a class (`strategy = OpenES(...)`), or a Flax linen `model.apply`:
         reading them makes a new bound-method object, which `jax.jit` caches apart
         (`equinox.filter_jit` does not: it is left out)."""
         receiver = target.value
@@ -138,6 +142,8 @@ class JitInLoop(Rule):
             return False
         if receiver.value == "self":
             return _class_defines(ancestors, target.attr.value)
+        if _instance_of_a_class(self.ctx, receiver, [*ancestors, target]):
+            return True
         if target.attr.value != "apply" or self.ctx.resolve(receiver, ancestors, anchor=target) is not None:
             return False
         imports = [t or "" for t in self.ctx._module_scope.imports.values()]  # noqa: SLF001
@@ -553,3 +559,20 @@ def _close_gap(block: cst.CSTNode, removed: cst.CSTNode) -> tuple[Edit, ...]:
     if not leading or any(line.comment is not None for line in leading):
         return ()
     return (Edit(following, replacement=following.with_changes(leading_lines=[])),)
+
+
+def _instance_of_a_class(ctx, receiver: cst.Name, path: Sequence[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]
+    """Whether every binding of `receiver` builds it by calling a class (`OpenES(...)`,
+    `envs.Wrapper(...)`): its attributes are then methods, bound anew on each read."""
+    bindings = ctx.bindings.of(receiver.value, path)
+    if not bindings:
+        return False
+    for binding in bindings:
+        value = binding.value
+        if binding.kind is not Kind.ASSIGN or not isinstance(value, cst.Call):
+            return False
+        func = value.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if not name[:1].isupper() or name.isupper():
+            return False
+    return True
