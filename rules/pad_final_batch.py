@@ -14,7 +14,9 @@ the call) in a `for step in range(...)` or `while` loop, when `it` is made befor
 batched, then `.repeat()`ed dataset ends every pass with a smaller batch; an iterator made in
 the loop gives its first, full batch every time). The pipeline is followed through
 assignments (`ds = ds.batch(bs)`) and `tensorflow` / `tensorflow_datasets` / `tqdm` are
-recognised through the imports.
+recognised through the imports. PyTorch's `DataLoader(dataset, batch_size=bs)` (or a class of
+the file that subclasses it, `class NumpyLoader(DataLoader)`) without `drop_last=True` batches
+the same way; with a `batch_sampler`, or the default batch size of 1, it is left alone.
 
 ## Why is this bad?
 
@@ -161,7 +163,8 @@ class PadFinalBatch(Rule):
                 self.report(
                     node,
                     f"{batching.cut} yields a smaller last batch {batching.why}, and the jitted "
-                    f"`{_short(callee)}` is compiled again for its shape; pass `drop_remainder=True` "
+                    f"`{_short(callee)}` is compiled again for its shape; pass "
+                    f"`{'drop_last' if 'drop_last' in batching.cut else 'drop_remainder'}=True` "
                     "when training, or pad the last batch and mask the padding rows when every "
                     "example counts (`jaxlint.runtime.padded_batches`)",
                 )
@@ -314,13 +317,17 @@ class PadFinalBatch(Rule):
         batch = stream.ragged
         assert batch is not None
         size = batch.args[0].value if batch.args else None
+        source = "the tf.data pipeline batched with"
         if isinstance(batch.func, cst.Attribute) and batch.func.attr.value in ("batch", "padded_batch"):
             where = f"`.{batch.func.attr.value}({_code(self.ctx, size) if size is not None else ''})` without `drop_remainder=True`"
+        elif stream.loader:
+            source = "the data loader"
+            where = f"`{_short(_code(self.ctx, batch.func))}(..., batch_size=...)` without `drop_last=True`"
         else:
             where = f"`{_short(_code(self.ctx, batch.func))}(..., batch_size=...)`"
         return Batching(
             "dataset",
-            f"the tf.data pipeline batched with {where}",
+            f"{source} {where}",
             "unless the number of examples is a multiple of the batch size",
             names=names,
         )
@@ -773,6 +780,8 @@ _KEEPS_BATCHES = frozenset(
     {"map", "shuffle", "prefetch", "cache", "filter", "as_numpy_iterator", "with_options",
      "ignore_errors", "apply_options"}
 )  # fmt: skip
+# Data loaders that batch like `.batch()`: a smaller last batch unless `drop_last=True`.
+_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # Wrappers that iterate their first argument unchanged.
 _PASS_THROUGH = frozenset({"tensorflow_datasets.as_numpy", "tensorflow_datasets.dataset_as_numpy"})
 
@@ -783,6 +792,7 @@ class _Stream:
 
     ragged: cst.Call | None = None  # the `.batch(...)` that keeps a smaller last batch
     infinite: bool = False  # `.repeat()`ed before any batching: every batch is full
+    loader: bool = False  # a data loader (`drop_last`), not a tf.data pipeline
 
 
 class _Datasets:
@@ -811,7 +821,11 @@ class _Datasets:
                 return self.stream(positional[0], path, depth + 1) if positional else None
             if name.startswith(("tensorflow.data.", "tensorflow_datasets.")):
                 return self._source(expr, name)
+            if name in _LOADERS:
+                return _loader(expr)
             return None
+        if isinstance(func, cst.Name) and self._loader_class(func, path):
+            return _loader(expr)
         if isinstance(func, cst.Name):
             if func.value in ("iter", "enumerate") and ctx.is_builtin(func.value, path, anchor=expr):
                 return self.stream(positional[0], path, depth + 1) if positional else None
@@ -840,6 +854,16 @@ class _Datasets:
         if inner.ragged is None:
             return inner  # before batching: `builder.as_dataset(...)`, `ds.take(n)`, ...
         return inner if method in _KEEPS_BATCHES else None
+
+    def _loader_class(self, name: cst.Name, path: list[cst.CSTNode]) -> bool:
+        """A class of this file that subclasses a data loader (`class NumpyLoader(DataLoader)`)."""
+        bindings = self.ctx.bindings.of(name.value, [*path, name])
+        if len(bindings) != 1 or not isinstance(bindings[0].node, cst.ClassDef):
+            return False
+        node = bindings[0].node
+        return any(
+            self.ctx.resolve(base.value, list(bindings[0].path), anchor=node) in _LOADERS for base in node.bases
+        )
 
     def _pads(self, function: cst.BaseExpression, path: list[cst.CSTNode]) -> bool:
         """Whether the function mapped over a stream pads or masks its batches (its name or
@@ -983,6 +1007,22 @@ def _end(node: cst.CSTNode, order: dict[int, int]) -> int:
     for last in iter_subtree(node, into_scopes=False):
         pass
     return order[id(last)]
+
+
+def _loader(call: cst.Call) -> _Stream | None:
+    """`DataLoader(dataset, batch_size=bs)`: ragged unless `drop_last=True` (or a value the
+    linter cannot know); a `batch_sampler` decides batches itself, and the default batch
+    size of 1 is never ragged."""
+    if any(a.star for a in call.args) or _keyword(call, "batch_sampler") is not None:
+        return None
+    positional = [a.value for a in call.args if a.keyword is None]
+    size = positional[1] if len(positional) > 1 else _keyword(call, "batch_size")
+    if size is None or (isinstance(size, cst.Integer) and size.value == "1") or isinstance(size, cst.Name) and size.value == "None":
+        return None
+    drop = _keyword(call, "drop_last")
+    if drop is not None and not (isinstance(drop, cst.Name) and drop.value == "False"):
+        return _Stream(loader=True)
+    return _Stream(call, loader=True)
 
 
 def _keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
