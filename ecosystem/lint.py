@@ -57,9 +57,13 @@ class Linter:
         self.rev = rev
         self._scratch: Path | None = None
         if rev is None:
-            self.pythonpath = None
             changed = _git("status", "--porcelain", "--", *SOURCE_FOLDERS).strip()
             self.key = _tree_hash(ROOT) if changed else _source_key("HEAD")
+            # A snapshot of the working tree: edits made while the corpus is linted must not
+            # mix into results stored under this key.
+            self._scratch = Path(tempfile.mkdtemp(prefix="jaxlint-worktree-"))
+            _lay_out_package(ROOT, self._scratch / "site")
+            self.pythonpath = str(self._scratch / "site")
         else:
             commit = _git("rev-parse", "--verify", f"{rev}^{{commit}}").strip()
             self.key = _source_key(commit)
