@@ -8,14 +8,14 @@ tracks positions inside that statement alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 
-__all__ = ["positions"]
+__all__ = ["line_of", "positions"]
 
 
 class _Positions:
@@ -58,3 +58,13 @@ def positions(
         else:
             line += _line_count(module, statement)
     return provider._computed
+
+
+def line_of(module: cst.Module, node: cst.CSTNode, path: Sequence[cst.CSTNode]) -> int | None:
+    """The first line of `node`, whose ancestors (from `module`) are `path`: positions of the
+    top-level statement around it only, so it costs one statement's walk."""
+    statement = path[1] if len(path) > 1 and path[0] is module else None
+    if statement is None:
+        return None
+    found = positions(module, [(node, statement)]).get(node)
+    return found.start.line if found is not None else None

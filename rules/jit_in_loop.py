@@ -7,7 +7,10 @@ a bound method (`jax.jit(self.step)` for a method of the enclosing class,
 `jax.jit(strategy.ask)` for an object built by calling a class, `strategy = OpenES(...)`, a
 Flax linen `jax.jit(model.apply)`: each read of a method makes a new object, and a loop of 5
 `jax.jit(strategy.ask)(...)` compiles 5 times), when the jitted function
-is also called in that iteration.
+is also called in that iteration. It also finds the same wrappers built and called straight
+away in the body of a function of the file that runs once per iteration of a hot loop
+(`return jax.pmap(lambda x: lax.all_gather(x, "i"), "i")(x)` in a helper called per eval
+batch): the loop is one call up, and every call compiles again. That finding has no fix.
 
 It stays silent in tests and in benchmark functions (`@google_benchmark.register`,
 `def bench_*`: they time compiles on purpose), and when the wrapped callable is the same
@@ -75,6 +78,7 @@ from jaxlint._bindings import Kind
 from jaxlint._callgraph import in_test, runs_many_times
 from jaxlint._context import FileContext, Loop
 from jaxlint._nodes import free_names, iter_subtree, loop_header
+from jaxlint._positions import line_of
 from jaxlint._rule import Applicability, Edit, Fix, Rule, unused_name
 from jaxlint._scope import function_scope, target_names
 
@@ -112,6 +116,7 @@ class JitInLoop(Rule):
             return
         loops = self.ctx.loops(node)
         if not loops:
+            self._per_call(node, api)
             return
         target = node.args[0].value
         ancestors = list(self.ctx.ancestors)
@@ -131,6 +136,52 @@ class JitInLoop(Rule):
         else:
             return
         self._consider(wrap)
+
+    def _per_call(self, node: cst.Call, api: str) -> None:
+        """`jax.pmap(lambda x: ...)(x)` called straight away in the body of a function that
+        runs once per iteration of a hot loop of this file: every call of the function makes
+        a new function object, so every call compiles again."""
+        ancestors = list(self.ctx.ancestors)
+        parent = ancestors[-1] if ancestors else None
+        if not (isinstance(parent, cst.Call) and parent.func is node):
+            return  # stored or handed on: whether it is rebuilt per use is not visible here
+        target = node.args[0].value
+        if isinstance(target, cst.Lambda):
+            kind = "lambda"
+        elif isinstance(target, cst.Call) and self.ctx.resolve(target.func, anchor=node) in _jaxapi.PARTIAL:
+            kind = "partial"
+        elif isinstance(target, cst.Attribute) and api not in _jaxapi.FILTER_JIT | {"equinox.filter_pmap"}:
+            if not self._bound_method(target, ancestors):
+                return
+            kind = "method"
+        else:
+            return
+        function = next((n for n in reversed(ancestors) if isinstance(n, (cst.FunctionDef, cst.Lambda))), None)
+        if not isinstance(function, cst.FunctionDef):
+            return
+        graph = self.ctx.calls
+        known = graph.function(function)
+        if known is None or in_test(self.ctx, ancestors) or self.ctx.jit.is_traced(ancestors):
+            return
+        repeat = next(iter(graph.repeats(known)), None)
+        if repeat is None:
+            return
+        what = {
+            "lambda": "a new `lambda`",
+            "partial": "a new `functools.partial`",
+            "method": f"`{self.ctx.module.code_for_node(target)}`, a new bound-method object each time it is read,",
+        }[kind]
+        short = api.rsplit(".", 1)[-1] if api != "jax.jit" else "jax.jit"
+        line = line_of(self.ctx.module, repeat.loop, repeat.site.path)
+        where = f" (line {line})" if line else ""
+        self.report(
+            node,
+            f"`{short}` wraps {what} on every call of `{function.name.value}()`, which runs once per "
+            f"iteration of {loop_header(repeat.loop)}{where}: jax caches compiles per function "
+            "object, so every call traces and compiles it again; build the jitted function once, "
+            f"outside `{function.name.value}()`",
+            ancestors=ancestors,
+        )
 
     def _bound_method(self, target: cst.Attribute, ancestors: Sequence[cst.CSTNode]) -> bool:
         """`self.step` for a method of the enclosing class, `strategy.ask` for an object the

@@ -99,7 +99,7 @@ import libcst as cst
 from jaxlint._callgraph import Function, Mode, Repeat, in_test
 from jaxlint._context import FileContext
 from jaxlint._nodes import free_names, loop_header
-from jaxlint._positions import positions
+from jaxlint._positions import line_of, positions
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
 
 from ._apply_in_loop import ApplyCall, apply_finding, is_apply_call
@@ -223,7 +223,7 @@ class MissingJit(Rule):
 
     def _message(self, function: Function, work: str, repeat: Repeat, jittability: Jittability) -> str:
         loop = repeat.loop
-        line = self._line(loop, repeat.site.path)
+        line = line_of(self.ctx.module, loop, repeat.site.path)
         where = loop_header(loop) + (f" (line {line})" if line else "")
         scope = repeat.site.scope
         if isinstance(scope, cst.FunctionDef):
@@ -236,14 +236,6 @@ class MissingJit(Rule):
             f"runs once per iteration of {where}{via}: every call dispatches its operations one "
             f"by one from Python; " + _static_hint(jittability)
         )
-
-    def _line(self, loop: cst.CSTNode, path: tuple[cst.CSTNode, ...]) -> int | None:
-        module = self.ctx.module
-        statement = path[1] if len(path) > 1 and path[0] is module else None
-        if statement is None:
-            return None
-        found = positions(module, [(loop, statement)]).get(loop)
-        return found.start.line if found is not None else None
 
     def _fix(self, function: Function, jittability: Jittability) -> Fix | None:
         if jittability.undeterminable is not None:
