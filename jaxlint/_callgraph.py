@@ -751,7 +751,8 @@ def _plots(ctx: FileContext, loop: cst.For | cst.While) -> bool:
 
 def periodic(path: Sequence[cst.CSTNode], loop: Loop) -> bool:
     """Whether the node whose ancestors are `path` runs only on some iterations of `loop`:
-    under an `if` (between the loop and it) testing a remainder, `if step % every == 0:`."""
+    under an `if` (between the loop and it) testing a remainder, `if step % every == 0:`, or
+    a name the loop sets to one (`should_eval = step % every == 0`; `if should_eval:`)."""
     start = next((i for i, n in enumerate(path) if n is loop), None)
     if start is None:
         return False
@@ -759,9 +760,39 @@ def periodic(path: Sequence[cst.CSTNode], loop: Loop) -> bool:
         node, child = path[index], path[index + 1]
         if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
             return False
-        if isinstance(node, cst.If) and child is node.body and _has_modulo(node.test):
+        if isinstance(node, cst.If) and child is node.body and (_has_modulo(node.test) or _names_a_modulo(node.test, loop)):
             return True
     return False
+
+
+def _names_a_modulo(test: cst.BaseExpression, loop: Loop) -> bool:
+    """`if should_eval:` where the loop sets `should_eval = step % every == 0 or ...`."""
+    names = {n.value for n in _walk_names(test)}
+    if not names:
+        return False
+    stack: list[cst.CSTNode] = [loop.body] if isinstance(loop, (cst.For, cst.While)) else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            continue
+        if isinstance(node, cst.Assign) and any(
+            isinstance(t.target, cst.Name) and t.target.value in names for t in node.targets
+        ):
+            if _has_modulo(node.value):
+                return True
+        stack.extend(iter_children(node))
+    return False
+
+
+def _walk_names(expr: cst.CSTNode) -> list[cst.Name]:
+    """The bare names a guard tests (`should_eval`, `not done`, `a and b`)."""
+    if isinstance(expr, cst.Name):
+        return [expr]
+    if isinstance(expr, cst.UnaryOperation):
+        return _walk_names(expr.expression)
+    if isinstance(expr, cst.BooleanOperation):
+        return _walk_names(expr.left) + _walk_names(expr.right)
+    return []
 
 
 def _has_modulo(expr: cst.CSTNode) -> bool:

@@ -75,7 +75,7 @@ import libcst as cst
 
 from jaxlint import _jaxapi
 from jaxlint._bindings import Kind
-from jaxlint._callgraph import in_test, runs_many_times
+from jaxlint._callgraph import in_test, periodic, runs_many_times
 from jaxlint._context import FileContext, Loop
 from jaxlint._nodes import free_names, iter_subtree, loop_header
 from jaxlint._positions import line_of
@@ -163,9 +163,9 @@ class JitInLoop(Rule):
         known = graph.function(function)
         if known is None or in_test(self.ctx, ancestors) or self.ctx.jit.is_traced(ancestors):
             return
-        repeat = next(iter(graph.repeats(known)), None)
+        repeat = next((r for r in graph.repeats(known) if not _occasional(r)), None)
         if repeat is None:
-            return
+            return  # not run per iteration, or only under `if step % every == 0:`
         what = {
             "lambda": "a new `lambda`",
             "partial": "a new `functools.partial`",
@@ -627,3 +627,10 @@ def _instance_of_a_class(ctx, receiver: cst.Name, path: Sequence[cst.CSTNode]) -
         if not name[:1].isupper() or name.isupper():
             return False
     return True
+
+
+def _occasional(repeat) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the call that repeats sits under a periodic guard of any loop around it (an
+    evaluation over a few datasets under `if step % every == 0:` is occasional)."""
+    path = [*repeat.site.path, repeat.site.call]
+    return any(periodic(path, n) for n in repeat.site.path if isinstance(n, (cst.For, cst.While)))
