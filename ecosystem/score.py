@@ -94,6 +94,8 @@ class RuleScore:
 
 def score(findings: list[Finding], labels: list[Label]) -> dict[str, RuleScore]:
     scores = {code: RuleScore() for code in RULE_CODES}
+    # Two findings at one site (two values formatted on one line) are one judged site.
+    findings = list({finding.site: finding for finding in findings}.values())
     paired = match(findings, labels)
     for finding in findings:
         rule = scores.setdefault(finding.code, RuleScore())
