@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ._context import FileContext
 
 
-__all__ = ["Value", "classify", "is_large"]
+__all__ = ["Value", "classify", "is_large", "is_module_class"]
 
 _MAX_DEPTH = 4
 
@@ -176,7 +176,7 @@ def _classify_call(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode]
     if isinstance(func, cst.Name):
         if func.value in _SCALAR_BUILTINS and ctx.is_builtin(func.value, path, anchor=call):
             return Value.SCALAR
-        if _is_module_class(ctx, func, [*path, call], depth):
+        if is_module_class(ctx, func, [*path, call], depth):
             return Value.MODULE
     return Value.UNKNOWN
 
@@ -201,12 +201,12 @@ def _classify_annotation(ctx: FileContext, annotation: cst.BaseExpression, path:
     if isinstance(target, cst.Name):
         if target.value in ("int", "float", "bool", "str") and ctx.is_builtin(target.value, path, anchor=annotation):
             return Value.SCALAR
-        if _is_module_class(ctx, target, [*path, annotation], 0):
+        if is_module_class(ctx, target, [*path, annotation], 0):
             return Value.MODULE
     return Value.UNKNOWN
 
 
-def _is_module_class(ctx: FileContext, name: cst.Name, path: Sequence[cst.CSTNode], depth: int) -> bool:
+def is_module_class(ctx: FileContext, name: cst.Name, path: Sequence[cst.CSTNode], depth: int) -> bool:
     """Whether `name` is a class of this file that subclasses `eqx.Module` (directly or
     through other classes of the file)."""
     if depth > _MAX_DEPTH:
@@ -221,7 +221,7 @@ def _is_module_class(ctx: FileContext, name: cst.Name, path: Sequence[cst.CSTNod
         resolved = ctx.resolve(base.value, outer, anchor=node)
         if resolved == "equinox.Module":
             return True
-        if isinstance(base.value, cst.Name) and _is_module_class(ctx, base.value, [*outer, node], depth + 1):
+        if isinstance(base.value, cst.Name) and is_module_class(ctx, base.value, [*outer, node], depth + 1):
             return True
     return False
 

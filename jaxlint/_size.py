@@ -194,9 +194,9 @@ def _keyword_or_position(call: cst.Call, keyword: str, index: int) -> cst.BaseEx
 def _module_class(ctx: FileContext, name: cst.Name, call: cst.Call, path: list[cst.CSTNode], depth: int) -> int | None:
     """A Module class of this file built here: the leaves its `__init__` assigns to `self`,
     or, with no `__init__`, those of the arguments it is built from."""
-    from ._pytrees import _is_module_class
+    from ._pytrees import is_module_class
 
-    if not _is_module_class(ctx, name, [*path, call], 0):
+    if not is_module_class(ctx, name, [*path, call], 0):
         return None
     (binding,) = ctx.bindings.of(name.value, [*path, call, name])
     node = binding.node
