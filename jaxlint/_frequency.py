@@ -125,9 +125,56 @@ def _assigned(ctx: FileContext, name: str, path: list[cst.CSTNode]) -> list[cst.
     by plain assignments (a parameter with a value-bearing default, a loop target, `+=`...:
     unknown, so no values)."""
     bindings = [b for b in ctx.bindings.of(name, path) if not _defaults_to_none(b)]
-    if not bindings or any(b.kind is not Kind.ASSIGN or b.value is None for b in bindings):
+    values: list[cst.BaseExpression] = []
+    for binding in bindings:
+        if binding.kind is Kind.PARAM:
+            passed = _passed_literals(ctx, binding)
+            if not passed:
+                return []
+            values.extend(passed)
+        elif binding.kind is Kind.ASSIGN and binding.value is not None:
+            values.append(binding.value)
+        else:
+            return []
+    return values
+
+
+def _passed_literals(ctx: FileContext, binding: Binding) -> list[cst.BaseExpression]:
+    """What a parameter holds at every call of its function in this file, when each call passes
+    a literal or leaves the literal default (`def sample(model, num_samples=1)` called as
+    `sample(model)`); nothing when a caller may be elsewhere or passes something else."""
+    param = binding.node
+    if not isinstance(param, cst.Param) or param.star:
         return []
-    return [b.value for b in bindings if b.value is not None]
+    function = next((n for n in reversed(binding.path) if isinstance(n, cst.FunctionDef)), None)
+    if function is None or not any(p is param for p in function.params.params):
+        return []
+    known = ctx.calls.function(function)
+    if known is None or not known.sites or known.uses or known.method:
+        return []
+    names = [p.name.value for p in function.params.params]
+    index = names.index(param.name.value)
+    values: list[cst.BaseExpression] = []
+    for site in known.sites:
+        if any(a.star for a in site.call.args):
+            return []
+        passed = next((a.value for a in site.call.args if a.keyword is not None and a.keyword.value == names[index]), None)
+        positional = [a.value for a in site.call.args if a.keyword is None]
+        if passed is None and index < len(positional):
+            passed = positional[index]
+        value = passed if passed is not None else param.default
+        if not _literal(value):
+            return []
+        values.append(value)  # type: ignore[arg-type]
+    return values
+
+
+def _literal(value: cst.BaseExpression | None) -> bool:
+    if isinstance(value, cst.Integer):
+        return True
+    if isinstance(value, (cst.List, cst.Tuple)):
+        return all(isinstance(e, cst.Element) and isinstance(e.value, (cst.Integer, cst.SimpleString, cst.Float)) for e in value.elements)
+    return False
 
 
 def _defaults_to_none(binding: Binding) -> bool:

@@ -87,3 +87,18 @@ restored = eqx.tree_deserialise_leaves("ckpt.eqx", deep)
 )
 def test_leaf_count(name: str, leaves: int | None) -> None:
     assert _leaves(MODELS, name) == leaves
+
+
+@pytest.mark.parametrize(
+    ("source", "count"),
+    [
+        # every call in the file leaves the default, or passes a literal: the largest counts
+        ("def sample(m, n=1):\n    for i in range(n):\n        pass\n\nsample(0)\nsample(0, n=3)\n", 3),
+        # a call passes something the linter cannot read: unknown
+        ("def sample(m, n=1):\n    for i in range(n):\n        pass\n\nsample(0, n=cfg.n)\n", None),
+        # the function is handed on (a CLI, a callback): its callers are elsewhere
+        ("def sample(m, n=1):\n    for i in range(n):\n        pass\n\nrun(sample)\n", None),
+    ],
+)
+def test_iteration_count_through_call_sites(source: str, count: int | None) -> None:
+    assert _loop_count(source) == count
