@@ -879,15 +879,6 @@ def _iterates_data(
     return not _mentions_structure(iterable)
 
 
-def _constant(expr: cst.BaseExpression) -> int | None:
-    if isinstance(expr, cst.Integer):
-        return int(expr.evaluated_value)
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-        inner = _constant(expr.expression)
-        return None if inner is None else -inner
-    return None
-
-
 def counts_few_things(loop: Loop) -> bool:
     """Whether a `for` loop's target or iterable names something there are few of
     (`for epoch in range(num_epochs)`, `for _ in range(FLAGS.num_runs)`, `for seed in
