@@ -94,7 +94,7 @@ def _name(ctx: FileContext, name: cst.Name, path: list[cst.CSTNode], depth: int)
         if binding.kind is Kind.ASSIGN and binding.value is not None:
             counts.append(leaf_count(ctx, binding.value, [*binding.path, binding.node], depth + 1))
         elif binding.kind is Kind.PARAM:
-            counts.append(_parameter(ctx, binding.node, depth))
+            counts.append(_parameter(ctx, binding.node, binding.path, depth))
         else:
             return None
     if not counts or any(c is None for c in counts):
@@ -109,12 +109,13 @@ def _updates(value: cst.BaseExpression | None, name: str) -> bool:
     )
 
 
-def _parameter(ctx: FileContext, param: cst.CSTNode, depth: int) -> int | None:
-    """A parameter's count: the largest of what every call of its function in the file passes."""
+def _parameter(ctx: FileContext, param: cst.CSTNode, path: Sequence[cst.CSTNode], depth: int) -> int | None:
+    """A parameter's count: the largest of what every call of its function in the file passes
+    (`path`: the parameter's ancestors)."""
     if not isinstance(param, cst.Param) or param.star:
         return None
-    function = _function_of(ctx, param)
-    if function is None:
+    function = next((n for n in reversed(path) if isinstance(n, cst.FunctionDef)), None)
+    if function is None or not any(p is param for p in function.params.params):
         return None
     known = ctx.calls.function(function)
     if known is None or not known.sites or known.uses:
@@ -129,13 +130,6 @@ def _parameter(ctx: FileContext, param: cst.CSTNode, depth: int) -> int | None:
     if not counts or any(c is None for c in counts):
         return None
     return max(counts)  # type: ignore[type-var]
-
-
-def _function_of(ctx: FileContext, param: cst.Param) -> cst.FunctionDef | None:
-    for node in iter_subtree(ctx.module):
-        if isinstance(node, cst.FunctionDef) and any(p is param for p in node.params.params):
-            return node
-    return None
 
 
 def _argument(call: cst.Call, name: str, params: list[str]) -> cst.BaseExpression | None:
