@@ -120,22 +120,28 @@ class JitInLoop(Rule):
             return
         target = node.args[0].value
         ancestors = list(self.ctx.ancestors)
-        if isinstance(target, cst.Lambda):
-            wrap = _Wrap(node, api, "lambda", target, loops, ancestors, set())
-        elif isinstance(target, cst.Call) and self.ctx.resolve(target.func, anchor=node) in _jaxapi.PARTIAL:
-            wrap = _Wrap(node, api, "partial", target, loops, ancestors, set())
-        elif isinstance(target, cst.Name):
+        if isinstance(target, cst.Name):
             made = self._made_in_loop(target.value, loops[-1])
             if made is None:
                 return  # the same function object every iteration: the compile cache is shared
-            wrap = _Wrap(node, api, "name", made, loops, ancestors, set())
-        elif isinstance(target, cst.Attribute) and api not in _jaxapi.FILTER_JIT | {"equinox.filter_pmap"}:
-            if not self._bound_method(target, ancestors):
-                return  # a module's function or a stored attribute: the same object each time
-            wrap = _Wrap(node, api, "method", target, loops, ancestors, set())
-        else:
+            self._consider(_Wrap(node, api, "name", made, loops, ancestors, set()))
             return
-        self._consider(wrap)
+        kind = self._fresh_kind(node, api, ancestors)
+        if kind is None:
+            return  # a module's function or a stored attribute: the same object each time
+        self._consider(_Wrap(node, api, kind, target, loops, ancestors, set()))
+
+    def _fresh_kind(self, node: cst.Call, api: str, ancestors: Sequence[cst.CSTNode]) -> str | None:
+        """Whether the callable `node` wraps is a new object each time the wrapper is built: a
+        `lambda`, a `functools.partial(...)`, a bound `method`; None otherwise."""
+        target = node.args[0].value
+        if isinstance(target, cst.Lambda):
+            return "lambda"
+        if isinstance(target, cst.Call) and self.ctx.resolve(target.func, anchor=node) in _jaxapi.PARTIAL:
+            return "partial"
+        if isinstance(target, cst.Attribute) and api not in _jaxapi.FILTER_JIT | {"equinox.filter_pmap"}:
+            return "method" if self._bound_method(target, ancestors) else None
+        return None
 
     def _per_call(self, node: cst.Call, api: str) -> None:
         """`jax.pmap(lambda x: ...)(x)` called straight away in the body of a function that
@@ -145,16 +151,8 @@ class JitInLoop(Rule):
         parent = ancestors[-1] if ancestors else None
         if not (isinstance(parent, cst.Call) and parent.func is node):
             return  # stored or handed on: whether it is rebuilt per use is not visible here
-        target = node.args[0].value
-        if isinstance(target, cst.Lambda):
-            kind = "lambda"
-        elif isinstance(target, cst.Call) and self.ctx.resolve(target.func, anchor=node) in _jaxapi.PARTIAL:
-            kind = "partial"
-        elif isinstance(target, cst.Attribute) and api not in _jaxapi.FILTER_JIT | {"equinox.filter_pmap"}:
-            if not self._bound_method(target, ancestors):
-                return
-            kind = "method"
-        else:
+        kind = self._fresh_kind(node, api, ancestors)
+        if kind is None:
             return
         function = next((n for n in reversed(ancestors) if isinstance(n, (cst.FunctionDef, cst.Lambda))), None)
         if not isinstance(function, cst.FunctionDef):
@@ -166,11 +164,7 @@ class JitInLoop(Rule):
         repeat = next((r for r in graph.repeats(known) if not _occasional(r)), None)
         if repeat is None:
             return  # not run per iteration, or only under `if step % every == 0:`
-        what = {
-            "lambda": "a new `lambda`",
-            "partial": "a new `functools.partial`",
-            "method": f"`{self.ctx.module.code_for_node(target)}`, a new bound-method object each time it is read,",
-        }[kind]
+        what = _fresh_callable(kind, node.args[0].value)
         short = api.rsplit(".", 1)[-1] if api != "jax.jit" else "jax.jit"
         line = line_of(self.ctx.module, repeat.loop, repeat.site.path)
         where = f" (line {line})" if line else ""
@@ -432,10 +426,8 @@ def _message(module: cst.Module, wrap: _Wrap) -> str:
         what = f"the nested `def {getattr(wrap.node, 'name', cst.Name('f')).value}`"
     elif wrap.kind == "name":
         what = _made_name(wrap)
-    elif wrap.kind == "method":
-        what = f"`{cst.Module([]).code_for_node(wrap.callable)}`, a new bound-method object each time it is read,"
     else:
-        what = {"lambda": "a new `lambda`", "partial": "a new `functools.partial`"}[wrap.kind]
+        what = _fresh_callable(wrap.kind, wrap.callable)
     loop = wrap.loops[-1]
     header = loop_header(loop)
     text = (
@@ -447,6 +439,13 @@ def _message(module: cst.Module, wrap: _Wrap) -> str:
         names = ", ".join(f"`{n}`" for n in sorted(wrap.captured))
         text += f" and pass {names} as argument{'s' if len(wrap.captured) > 1 else ''}"
     return text
+
+
+def _fresh_callable(kind: str, callable_: cst.CSTNode) -> str:
+    """How a message names a callable that is a new object each time: see `_fresh_kind`."""
+    if kind == "method":
+        return f"`{cst.Module([]).code_for_node(callable_)}`, a new bound-method object each time it is read,"
+    return {"lambda": "a new `lambda`", "partial": "a new `functools.partial`"}[kind]
 
 
 def _made_name(wrap: _Wrap) -> str:
