@@ -52,6 +52,7 @@ __all__ = [
     "Repeat",
     "Site",
     "counts_few_things",
+    "call_arguments",
     "in_test",
     "is_test_file",
     "is_host_copy",
@@ -747,6 +748,32 @@ def _plots(ctx: FileContext, loop: cst.For | cst.While) -> bool:
             if isinstance(root, cst.Name) and (imports.get(root.value) or "").startswith("matplotlib"):
                 return True
     return False
+
+
+def call_arguments(
+    ctx: FileContext, function: cst.FunctionDef, name: str
+) -> list[tuple[cst.BaseExpression | None, list[cst.CSTNode]]] | None:
+    """What every call of `function` in this file passes for its parameter `name`: for each
+    call, the argument expression (None: the call leaves the default) and the path to read it
+    at. None when a caller may be elsewhere: no call here, the function is handed on or is a
+    method, or a call spreads `*args`/`**kwargs`."""
+    known = ctx.calls.function(function)
+    if known is None or not known.sites or known.uses or known.method:
+        return None
+    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    if name not in params:
+        return None
+    index = params.index(name)
+    found: list[tuple[cst.BaseExpression | None, list[cst.CSTNode]]] = []
+    for site in known.sites:
+        if any(a.star for a in site.call.args):
+            return None
+        passed = next((a.value for a in site.call.args if a.keyword is not None and a.keyword.value == name), None)
+        positional = [a.value for a in site.call.args if a.keyword is None]
+        if passed is None and index < len(positional):
+            passed = positional[index]
+        found.append((passed, [*site.path, site.call]))
+    return found
 
 
 def periodic(path: Sequence[cst.CSTNode], loop: Loop) -> bool:

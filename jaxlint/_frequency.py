@@ -143,30 +143,21 @@ def _passed_literals(ctx: FileContext, binding: Binding) -> list[cst.BaseExpress
     """What a parameter holds at every call of its function in this file, when each call passes
     a literal or leaves the literal default (`def sample(model, num_samples=1)` called as
     `sample(model)`); nothing when a caller may be elsewhere or passes something else."""
+    from ._callgraph import call_arguments
+
     param = binding.node
     if not isinstance(param, cst.Param) or param.star:
         return []
     function = next((n for n in reversed(binding.path) if isinstance(n, cst.FunctionDef)), None)
     if function is None or not any(p is param for p in function.params.params):
         return []
-    known = ctx.calls.function(function)
-    if known is None or not known.sites or known.uses or known.method:
+    calls = call_arguments(ctx, function, param.name.value)
+    if calls is None:
         return []
-    names = [p.name.value for p in function.params.params]
-    index = names.index(param.name.value)
-    values: list[cst.BaseExpression] = []
-    for site in known.sites:
-        if any(a.star for a in site.call.args):
-            return []
-        passed = next((a.value for a in site.call.args if a.keyword is not None and a.keyword.value == names[index]), None)
-        positional = [a.value for a in site.call.args if a.keyword is None]
-        if passed is None and index < len(positional):
-            passed = positional[index]
-        value = passed if passed is not None else param.default
-        if not _literal(value):
-            return []
-        values.append(value)  # type: ignore[arg-type]
-    return values
+    values = [param.default if passed is None else passed for passed, _ in calls]
+    if not all(_literal(v) for v in values):
+        return []
+    return values  # type: ignore[return-value]
 
 
 def _literal(value: cst.BaseExpression | None) -> bool:

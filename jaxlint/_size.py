@@ -112,21 +112,20 @@ def _updates(value: cst.BaseExpression | None, name: str) -> bool:
 def _parameter(ctx: FileContext, param: cst.CSTNode, path: Sequence[cst.CSTNode], depth: int) -> int | None:
     """A parameter's count: the largest of what every call of its function in the file passes
     (`path`: the parameter's ancestors)."""
+    from ._callgraph import call_arguments
+
     if not isinstance(param, cst.Param) or param.star:
         return None
     function = next((n for n in reversed(path) if isinstance(n, cst.FunctionDef)), None)
     if function is None or not any(p is param for p in function.params.params):
         return None
-    known = ctx.calls.function(function)
-    if known is None or not known.sites or known.uses:
-        return None  # called from elsewhere, or passed around: its callers are not all here
-    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
-    counts = []
-    for site in known.sites:
-        argument = _argument(site.call, param.name.value, params)
-        if argument is None:
-            return None
-        counts.append(leaf_count(ctx, argument, [*site.path, site.call], depth + 1))
+    calls = call_arguments(ctx, function, param.name.value)
+    if calls is None:
+        return None
+    counts = [
+        leaf_count(ctx, passed, read_at, depth + 1) if passed is not None else None
+        for passed, read_at in calls
+    ]
     if not counts or any(c is None for c in counts):
         return None
     return max(counts)  # type: ignore[type-var]

@@ -16,7 +16,9 @@ the loop gives its first, full batch every time). The pipeline is followed throu
 assignments (`ds = ds.batch(bs)`) and `tensorflow` / `tensorflow_datasets` / `tqdm` are
 recognised through the imports. PyTorch's `DataLoader(dataset, batch_size=bs)` (or a class of
 the file that subclasses it, `class NumpyLoader(DataLoader)`) without `drop_last=True` batches
-the same way; with a `batch_sampler`, or the default batch size of 1, it is left alone.
+the same way; with a `batch_sampler`, or the default batch size of 1, it is left alone. A
+function's parameter counts as such a pipeline or loader when every call of the function in
+the file passes one (`def evaluate(model, loader)` called with the test loader).
 
 ## Why is this bad?
 
@@ -103,6 +105,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from jaxlint._callgraph import call_arguments
 from jaxlint._context import Loop
 from jaxlint._device import Consumer
 from jaxlint._nodes import free_names, iter_subtree, reads_name
@@ -906,7 +909,7 @@ class _Datasets:
     def _name(self, read: cst.Name, path: list[cst.CSTNode], depth: int) -> _Stream | None:
         found = self.binding(read, path)
         if found is None:
-            return None
+            return self._parameter(read, path, depth)
         value, value_path, element = found
         if value is None:
             return None
@@ -916,6 +919,20 @@ class _Datasets:
                 return None
             return _Stream()  # `ds, info = tfds.load(..., with_info=True)`
         return self.stream(value, value_path, depth + 1)  # type: ignore[arg-type]
+
+    def _parameter(self, read: cst.Name, path: list[cst.CSTNode], depth: int) -> _Stream | None:
+        """`def evaluate(model, loader): for x, y in loader: ...`: the stream every call of the
+        function in this file passes, when each passes one that keeps a smaller last batch."""
+        owner = self.ctx.binding_owner(read.value, [*path, read])
+        if not isinstance(owner, cst.FunctionDef):
+            return None
+        calls = call_arguments(self.ctx, owner, read.value)
+        if not calls or any(passed is None for passed, _ in calls):
+            return None
+        streams = [self.stream(passed, read_at, depth + 1) for passed, read_at in calls]  # type: ignore[arg-type]
+        if any(stream is None or stream.ragged is None for stream in streams):
+            return None
+        return streams[0]
 
     def binding(
         self, read: cst.Name, path: list[cst.CSTNode]
