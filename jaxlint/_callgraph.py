@@ -53,6 +53,8 @@ __all__ = [
     "Site",
     "counts_few_things",
     "call_arguments",
+    "parameter_calls",
+    "passed_argument",
     "in_test",
     "is_test_file",
     "is_host_copy",
@@ -763,17 +765,42 @@ def call_arguments(
     params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
     if name not in params:
         return None
-    index = params.index(name)
     found: list[tuple[cst.BaseExpression | None, list[cst.CSTNode]]] = []
     for site in known.sites:
         if any(a.star for a in site.call.args):
             return None
-        passed = next((a.value for a in site.call.args if a.keyword is not None and a.keyword.value == name), None)
-        positional = [a.value for a in site.call.args if a.keyword is None]
-        if passed is None and index < len(positional):
-            passed = positional[index]
-        found.append((passed, [*site.path, site.call]))
+        found.append((passed_argument(site.call, name, params), [*site.path, site.call]))
     return found
+
+
+def parameter_calls(
+    ctx: FileContext, param: cst.CSTNode, ancestors: Sequence[cst.CSTNode]
+) -> tuple[cst.Param, list[tuple[cst.BaseExpression | None, list[cst.CSTNode]]]] | None:
+    """`call_arguments` for the parameter `param` (whose ancestors are `ancestors`, as a
+    binding gives them) of the function defining it; None as there, or when `param` is no
+    plain parameter of a `def`."""
+    if not isinstance(param, cst.Param) or param.star:
+        return None
+    function = next((n for n in reversed(ancestors) if isinstance(n, cst.FunctionDef)), None)
+    if function is None or not any(p is param for p in function.params.params):
+        return None
+    calls = call_arguments(ctx, function, param.name.value)
+    return None if calls is None else (param, calls)
+
+
+def passed_argument(call: cst.Call, name: str, params: Sequence[str]) -> cst.BaseExpression | None:
+    """The argument `call` passes for the parameter `name` of a function whose positional
+    parameters are `params`, by keyword or position; None when it passes none (or spreads
+    `*args` before reaching it)."""
+    for index, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            if arg.keyword.value == name:
+                return arg.value
+        elif index < len(params) and params[index] == name:
+            return arg.value
+    return None
 
 
 def periodic(path: Sequence[cst.CSTNode], loop: Loop) -> bool:

@@ -143,17 +143,12 @@ def _passed_literals(ctx: FileContext, binding: Binding) -> list[cst.BaseExpress
     """What a parameter holds at every call of its function in this file, when each call passes
     a literal or leaves the literal default (`def sample(model, num_samples=1)` called as
     `sample(model)`); nothing when a caller may be elsewhere or passes something else."""
-    from ._callgraph import call_arguments
+    from ._callgraph import parameter_calls
 
-    param = binding.node
-    if not isinstance(param, cst.Param) or param.star:
+    found = parameter_calls(ctx, binding.node, binding.path)
+    if found is None:
         return []
-    function = next((n for n in reversed(binding.path) if isinstance(n, cst.FunctionDef)), None)
-    if function is None or not any(p is param for p in function.params.params):
-        return []
-    calls = call_arguments(ctx, function, param.name.value)
-    if calls is None:
-        return []
+    param, calls = found
     values = [param.default if passed is None else passed for passed, _ in calls]
     if not all(_literal(v) for v in values):
         return []

@@ -112,35 +112,18 @@ def _updates(value: cst.BaseExpression | None, name: str) -> bool:
 def _parameter(ctx: FileContext, param: cst.CSTNode, path: Sequence[cst.CSTNode], depth: int) -> int | None:
     """A parameter's count: the largest of what every call of its function in the file passes
     (`path`: the parameter's ancestors)."""
-    from ._callgraph import call_arguments
+    from ._callgraph import parameter_calls
 
-    if not isinstance(param, cst.Param) or param.star:
-        return None
-    function = next((n for n in reversed(path) if isinstance(n, cst.FunctionDef)), None)
-    if function is None or not any(p is param for p in function.params.params):
-        return None
-    calls = call_arguments(ctx, function, param.name.value)
-    if calls is None:
+    found = parameter_calls(ctx, param, path)
+    if found is None:
         return None
     counts = [
         leaf_count(ctx, passed, read_at, depth + 1) if passed is not None else None
-        for passed, read_at in calls
+        for passed, read_at in found[1]
     ]
     if not counts or any(c is None for c in counts):
         return None
     return max(counts)  # type: ignore[type-var]
-
-
-def _argument(call: cst.Call, name: str, params: list[str]) -> cst.BaseExpression | None:
-    for index, arg in enumerate(call.args):
-        if arg.star:
-            return None
-        if arg.keyword is not None:
-            if arg.keyword.value == name:
-                return arg.value
-        elif index < len(params) and params[index] == name:
-            return arg.value
-    return None
 
 
 def _call(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], depth: int) -> int | None:
@@ -187,6 +170,7 @@ def _keyword_or_position(call: cst.Call, keyword: str, index: int) -> cst.BaseEx
 def _module_class(ctx: FileContext, name: cst.Name, call: cst.Call, path: list[cst.CSTNode], depth: int) -> int | None:
     """A Module class of this file built here: the leaves its `__init__` assigns to `self`,
     or, with no `__init__`, those of the arguments it is built from."""
+    from ._callgraph import passed_argument
     from ._pytrees import is_module_class
 
     if not is_module_class(ctx, name, [*path, call], 0):
@@ -213,7 +197,7 @@ def _module_class(ctx: FileContext, name: cst.Name, call: cst.Call, path: list[c
                 value = statement.value
                 if isinstance(value, cst.Name) and value.value in params:
                     # `self.mean = mean`: what this construction passes for it
-                    argument = _argument(call, value.value, params)
+                    argument = passed_argument(call, value.value, params)
                     counts[field.attr.value] = (
                         None if argument is None else leaf_count(ctx, argument, [*path, call], depth + 1)
                     )
