@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import os
 import random
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,22 @@ def cache_dir() -> Path:
     if configured:
         return Path(configured).expanduser()
     return Path.home() / ".cache" / "jaxlint-ecosystem"
+
+
+def run_jaxlint(folder: Path, jobs: int, pythonpath: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`jaxlint check` with every rule over `folder`, as JSON lines (from `folder`, so paths are
+    relative to it; `pythonpath` puts another copy of jaxlint first)."""
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    return subprocess.run(
+        [sys.executable, "-m", "jaxlint", "check", "--output-format", "jsonl", "--no-cache",
+         "--exit-zero", "-q", "--select", "JL", "-j", str(jobs), "."],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
 
 
 def repo_folder(name: str) -> str:

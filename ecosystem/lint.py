@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Repo, cache_dir, load_corpus  # noqa: E402
+from _common import Repo, cache_dir, load_corpus, run_jaxlint  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_FOLDERS = ("jaxlint", "rules")
@@ -91,17 +91,7 @@ class Linter:
             return LintRun([Finding(**item) for item in data["findings"]], data["errors"])
         if not repo.folder.is_dir():
             raise LookupError(f"{repo.name} is not exported: run ecosystem/export.py first")
-        env = dict(os.environ)
-        if self.pythonpath:
-            env["PYTHONPATH"] = self.pythonpath
-        completed = subprocess.run(
-            [sys.executable, "-m", "jaxlint", "check", "--output-format", "jsonl", "--no-cache",
-             "--exit-zero", "-q", "--select", "JL", "-j", str(jobs), "."],
-            cwd=repo.folder,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
+        completed = run_jaxlint(repo.folder, jobs, self.pythonpath)
         run = LintRun([], [])
         for line in completed.stdout.splitlines():
             item = json.loads(line)

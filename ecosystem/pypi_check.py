@@ -22,7 +22,7 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import HERE, cache_dir  # noqa: E402
+from _common import HERE, cache_dir, run_jaxlint  # noqa: E402
 
 PACKAGES = {
     "flax": "0.12.0",
@@ -61,13 +61,7 @@ def unpacked(package: str, version: str, folder: Path) -> Path:
 
 
 def lint(folder: Path, jobs: int) -> tuple[list[dict], list[str]]:
-    completed = subprocess.run(
-        [sys.executable, "-m", "jaxlint", "check", "--output-format", "jsonl", "--no-cache",
-         "--exit-zero", "-q", "--select", "JL", "-j", str(jobs), "."],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-    )
+    completed = run_jaxlint(folder, jobs)
     findings = [json.loads(line) for line in completed.stdout.splitlines()]
     errors = [line for line in completed.stderr.splitlines() if line.strip()]
     if completed.returncode not in (0, 1):
