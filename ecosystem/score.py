@@ -80,6 +80,7 @@ class RuleScore:
     found: int = 0  # TP labels some finding matched
     unjudged: list[Finding] = field(default_factory=list)
     missed: list[Label] = field(default_factory=list)
+    false_alarms: list[tuple[Finding, Label]] = field(default_factory=list)
 
     @property
     def judged(self) -> int:
@@ -107,6 +108,7 @@ def score(findings: list[Finding], labels: list[Label]) -> dict[str, RuleScore]:
             rule.tp += 1
         else:
             rule.fp += 1
+            rule.false_alarms.append((finding, label))
     matched = {id(label) for label in paired.values()}
     for label in labels:
         if label.verdict != "TP":
@@ -228,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list-test", action="store_true",
                         help="with --diff: list the test split's findings too (then rotate those repos)")
     parser.add_argument("-v", "--verbose", action="store_true",
-                        help="list unjudged findings and missed true sites (dev split only)")
+                        help="list unjudged findings, missed true sites and false alarms (dev split only)")
     parser.add_argument("--min-precision", action="append", default=[], metavar="[CODE=]X")
     parser.add_argument("--min-recall", action="append", default=[], metavar="[CODE=]X")
     parser.add_argument("--threshold-split", choices=SPLITS, default="test")
@@ -270,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"unjudged {f.repo}\t{f.path}\t{f.line}\t{f.code}\t{f.message[:150]}")
                     for l in scores[code].missed:
                         print(f"missed   {l.repo}\t{l.path}\t{l.line}\t{l.code}\t{l.reason}")
+                    for f, l in scores[code].false_alarms:
+                        print(f"FP       {f.repo}\t{f.path}\t{f.line}\t{f.code}\t{l.reason}")
             if split == args.threshold_split:
                 failures = check_thresholds(scores, args)
                 for failure in failures:
