@@ -929,7 +929,11 @@ def _iterates_data(
             return bool(iterable.args) and all(
                 _iterates_data(ctx, a.value, path, anchor, None, few) for a in iterable.args if a.keyword is None
             )
-        return not _mentions_structure(iterable)
+        # What a call yields is named by the call and what it is given to iterate, not by its
+        # options (`pipeline(data, devices=devices)` yields batches, not devices).
+        return not _mentions_structure(func) and not any(
+            _mentions_structure(a.value) for a in iterable.args if a.keyword is None
+        )
     return not _mentions_structure(iterable)
 
 
@@ -961,7 +965,10 @@ def _mentions_structure(expr: cst.CSTNode, *, parts: bool = True) -> bool:
             text = node.value
         if text is not None:
             lowered = text.lower()
-            if parts and any(word in lowered for word in _STRUCTURE_WORDS):
+            # `n_data_per_shard` counts data items, `steps_per_epoch` counts steps: what is
+            # counted comes before "per".
+            counted = re.split(r"(?:^|_)per(?:_|$)", lowered, maxsplit=1)[0] or lowered
+            if parts and any(word in counted for word in _STRUCTURE_WORDS):
                 return True
             words = _TOKEN.findall(lowered)
             if "per" in words:

@@ -54,6 +54,7 @@ class Finding:
     fix_title: str | None = None
     source_line: str = ""
     cell: int | None = None  # for notebooks: the 1-based cell; `line` is then within the cell
+    evidence: tuple[str, ...] = ()  # why the line is costly: the facts the rule relied on
 
     def sort_key(self) -> tuple[str, int, int, int, str]:
         return (self.path, self.cell or 0, self.line, self.column, self.code)
@@ -212,6 +213,7 @@ def analyze(
             fix=item.fix.applicability.value if item.fix else None,
             fix_title=item.fix.title if item.fix else None,
             source_line=lines[span.start.line - 1] if span.start.line <= len(lines) else "",
+            evidence=item.evidence,
         )
         finding = _locate_in_notebook(finding, notebook)
         analysis.raw.append((item, finding))

@@ -15,7 +15,9 @@ counts on their own.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -25,12 +27,109 @@ from ._bindings import Binding, Kind
 if TYPE_CHECKING:
     from ._context import FileContext
 
-__all__ = ["FEW", "integer_value", "items_count", "iteration_count", "runs_few_times"]
+__all__ = [
+    "FEW",
+    "LoopRuns",
+    "Often",
+    "integer_value",
+    "items_count",
+    "iteration_count",
+    "loop_runs",
+    "runs_few_times",
+]
 
 FEW = 20
 _MAX_DEPTH = 6
 # Builtins that iterate their first argument once, in order or not.
 _SAME_LENGTH = frozenset({"enumerate", "reversed", "list", "tuple", "sorted", "iter", "tqdm"})
+
+
+class Often(enum.Enum):
+    """How many times a loop runs, as a class: `FEW` (at most `FEW` times: a literal table,
+    the entries of a dict, a model's layers, epochs or seeds), `MANY` (over data, steps, or a
+    known count above `FEW`), `UNKNOWN`."""
+
+    FEW = "few"
+    MANY = "many"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class LoopRuns:
+    """How often a loop runs, and the reading of its header that says so (`why`, a phrase
+    that completes "the loop ... runs": "over `train_loader`", "16 times (`range(16)`)")."""
+
+    often: Often
+    why: str
+    count: int | None = None
+
+
+def loop_runs(ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> LoopRuns:
+    """How often `loop` (whose ancestors are `ancestors`) runs each time the code around it
+    runs, read from its header: a count known from literals (`iteration_count`); the entries
+    of a dict (`.items()`, `.keys()`, `.values()`, and `zip`/`enumerate`/`sorted` of them); a
+    name that counts things there are few of (`epochs`, `seeds`, `configs`) or a model's parts
+    (`layers`, `params`, `devices`); otherwise data, steps or an open `while`: many."""
+    from ._callgraph import counts_few_things, runs_many_times
+
+    header = _header(ctx, loop)
+    if counts_few_things(loop):  # type: ignore[arg-type]
+        # `for epoch in range(100)`: each iteration is a whole epoch; a cost paid once per
+        # iteration is paid next to an epoch's work.
+        return LoopRuns(Often.FEW, f"once per epoch, seed or configuration (`{header}`)")
+    count = iteration_count(ctx, loop, ancestors)
+    if count is not None:
+        often = Often.FEW if count <= FEW else Often.MANY
+        return LoopRuns(often, f"{count} time{'s' if count != 1 else ''} (`{header}`)", count)
+    if isinstance(loop, cst.For) and _over_dict_entries(loop.iter):
+        return LoopRuns(Often.FEW, f"over the entries of a dict (`{header}`)")
+    path = [*ancestors, loop]
+    if not runs_many_times(ctx, loop, path):  # type: ignore[arg-type]
+        return LoopRuns(Often.FEW, f"over a model's parts or a small table (`{header}`)")
+    if isinstance(loop, cst.While):
+        return LoopRuns(Often.MANY, f"until `{header}` fails")
+    return LoopRuns(Often.MANY, f"over `{header}`")
+
+
+def describe_loop(ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> str:
+    """"the loop at line 40 over `train_loader`": where a loop is and how often it runs."""
+    from ._positions import line_of
+
+    line = line_of(ctx.module, loop, list(ancestors))
+    kind = "loop" if isinstance(loop, (cst.For, cst.While)) else "comprehension"
+    where = f"the {kind} at line {line}" if line is not None else f"the {kind}"
+    runs = loop_runs(ctx, loop, ancestors)
+    return f"{where}, which runs {runs.why}"
+
+
+_DICT_VIEWS = frozenset({"items", "keys", "values"})
+_SAME_ORDER = frozenset({"zip", "enumerate", "sorted", "list", "tuple", "reversed"})
+
+
+def _over_dict_entries(expr: cst.BaseExpression) -> bool:
+    if not isinstance(expr, cst.Call):
+        return False
+    func = expr.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _DICT_VIEWS and not expr.args:
+        return True
+    if isinstance(func, cst.Name) and func.value in _SAME_ORDER:
+        positional = [a.value for a in expr.args if a.keyword is None and not a.star]
+        return bool(positional) and all(_over_dict_entries(a) for a in positional)
+    return False
+
+
+def _header(ctx: FileContext, loop: cst.CSTNode) -> str:
+    """The loop's iterable (or a `while` loop's test), on one line, shortened."""
+    if isinstance(loop, cst.For):
+        expr: cst.CSTNode = loop.iter
+    elif isinstance(loop, cst.While):
+        expr = loop.test
+    elif isinstance(loop, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+        expr = loop.for_in.iter
+    else:
+        return "?"
+    text = " ".join(ctx.module.code_for_node(expr).split())
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def iteration_count(ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> int | None:

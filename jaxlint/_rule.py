@@ -104,6 +104,7 @@ class RawFinding:
     message: str
     fix: Fix | None = None
     statement: cst.CSTNode | None = None  # the top-level statement containing `node`
+    evidence: tuple[str, ...] = ()  # the facts the finding relies on, one sentence each
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,13 @@ class Rule:
         *,
         fix: Fix | None = None,
         ancestors: Sequence[cst.CSTNode] | None = None,
+        evidence: Sequence[str] = (),
     ) -> None:
         """Report a finding at `node`, with an optional fix.
+
+        `evidence`: the facts the finding relies on, as the engine states them ("runs on every
+        iteration of the loop at line 40 over `train_loader`"), one sentence each, so that a
+        reader sees why the line is costly.
 
         `ancestors` (default: those of the node being visited) lets the engine locate the
         finding without computing positions for the whole file; pass the ancestors saved at
@@ -150,7 +156,7 @@ class Rule:
         """
         path = [*(self.ctx.ancestors if ancestors is None else ancestors), node]
         statement = path[1] if len(path) > 1 and path[0] is self.ctx.module else None
-        self.findings.append(RawFinding(type(self), node, message or self.MESSAGE, fix, statement))
+        self.findings.append(RawFinding(type(self), node, message or self.MESSAGE, fix, statement, tuple(evidence)))
 
     def finish(self) -> None:
         """Called once after the walk; override to report from whole-file facts."""

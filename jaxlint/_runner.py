@@ -93,7 +93,10 @@ class LintCache:
         if entry is None:
             return None
         try:
-            findings = [Finding(**f) for f in entry["findings"]]  # type: ignore[index, union-attr]
+            findings = [
+                Finding(**{**f, "evidence": tuple(f.get("evidence", ()))})  # type: ignore[arg-type, union-attr]
+                for f in entry["findings"]  # type: ignore[index, union-attr]
+            ]
             return FileResult(str(entry["path"]), findings)  # type: ignore[index]
         except (KeyError, TypeError, ValueError):
             del self.entries[key]  # corrupt: lint the file again and rewrite the entry

@@ -98,8 +98,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from jaxlint._callgraph import counts_few_things
-from jaxlint._frequency import runs_few_times
+from jaxlint._frequency import Often, describe_loop, loop_runs
 from jaxlint._context import Loop
 from jaxlint._device import HostCopy
 from jaxlint._jaxapi import FILTER_JIT
@@ -162,7 +161,7 @@ class HostCopyInLoop(Rule):
         loop = self._repeating_loop(node, node.expression, display=True)
         if loop is not None:
             text = self.ctx.module.code_for_node(node.expression)
-            self.report(node, f"formatting `{_short(text)}` in an f-string {_DISPLAY_ADVICE}")
+            self.report(node, f"formatting `{_short(text)}` in an f-string {_DISPLAY_ADVICE}", evidence=self._why(node, loop))
 
     # -- when it is a finding -----------------------------------------------------------------
 
@@ -246,12 +245,10 @@ class HostCopyInLoop(Rule):
         # Innermost loop first: a guard (`if step % 100 == 0:`) excuses the copy for the loops
         # around it (`_excused`), not for a loop under it (an eval loop run when it fires).
         for loop in reversed(loops):
-            if counts_few_things(loop):
-                return None
-            if self._excused(node, loop, path):
-                return None
             loop_path = path[: _index(path, loop)]
-            if runs_few_times(ctx, loop, loop_path):
+            if loop_runs(ctx, loop, loop_path).often is Often.FEW:
+                continue  # a few times per iteration of a loop around it, if any
+            if self._excused(node, loop, path):
                 return None
             inner = loops[loops.index(loop) + 1 :]
             # Under such a guard only a loop that runs compiled or model code per iteration (an
@@ -264,6 +261,10 @@ class HostCopyInLoop(Rule):
                     return None
                 return loop
         return None
+
+    def _why(self, node: cst.CSTNode, loop: Loop) -> list[str]:
+        path = self.ctx.path_to(node)
+        return [f"runs on every iteration of {describe_loop(self.ctx, loop, path[: _index(path, loop)])}"]
 
     def _per_outer_iteration(self, loop: Loop, loop_path: list[cst.CSTNode], path: list[cst.CSTNode]) -> bool:
         """`loop` runs an inner loop that does the device work (an epoch loop around a batch
@@ -397,7 +398,7 @@ class HostCopyInLoop(Rule):
         else:
             spelled = f"{copy.kind.removesuffix('()')}({text})"
         if copy.kind in _DISPLAY:
-            self.report(node, f"`{spelled}` {_DISPLAY_ADVICE}")
+            self.report(node, f"`{spelled}` {_DISPLAY_ADVICE}", evidence=self._why(node, loop))
             return
         where = "of the comprehension" if isinstance(loop, _COMPREHENSIONS) else "of the loop"
         if copy.implicit:
@@ -423,6 +424,7 @@ class HostCopyInLoop(Rule):
             f"`{spelled}` waits for the device and copies to the host on every iteration {where}, "
             f"while the loop also dispatches device work; {advice}",
             fix=self._fix(node, copy, loop) if copy.kind in _AFTER and sliced is None else None,
+            evidence=self._why(node, loop),
         )
 
     def _report_numpy_function(self, node: cst.Call, copy: HostCopy, value: cst.BaseExpression, loop: Loop, where: str) -> None:
@@ -446,6 +448,7 @@ class HostCopyInLoop(Rule):
             f"`{_short(self.ctx.module.code_for_node(node))}`: the NumPy function `{copy.kind}` copies the device "
             f"array `{_short(self.ctx.module.code_for_node(value))}` to the host, which waits for the device on "
             f"every iteration {where}, while the loop also dispatches device work; {advice}",
+            evidence=self._why(node, loop),
         )
 
     def _fix(self, node: cst.Call, copy: HostCopy, loop: Loop) -> Fix | None:

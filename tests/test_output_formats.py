@@ -36,7 +36,7 @@ def g(model, enc, head):
 
 BROKEN = "import jax\n\nx = = 1\n"
 
-KEYS = {"path", "line", "column", "end_line", "end_column", "code", "rule", "message", "fix"}
+KEYS = {"path", "line", "column", "end_line", "end_column", "code", "rule", "message", "fix", "evidence"}
 ANSI = re.compile(r"\x1b\[")
 
 
@@ -325,3 +325,34 @@ def test_no_color_environment_variable_on_a_terminal(project: Path) -> None:
     assert code == 1
     assert "JL003" in output
     assert not ANSI.search(output), output
+
+
+# -- evidence ----------------------------------------------------------------------------
+
+COPY_LOOP = """\
+import jax
+import jax.numpy as jnp
+
+
+@jax.jit
+def step(params, batch):
+    return params - 0.1 * jnp.mean(batch)
+
+
+def train(params, loader, history):
+    for batch in loader:
+        params = step(params, batch)
+        history.append(float(params))
+    return params
+"""
+
+
+def test_evidence_in_every_format(tmp_path: Path, run_cli) -> None:
+    """A finding states why its line is costly: how often it runs, where that comes from."""
+    (tmp_path / "train.py").write_text(COPY_LOOP)
+    why = "runs on every iteration of the loop at line 11, which runs over `loader`"
+    found = json.loads(check(run_cli, "json", "train.py"))
+    assert [(f["code"], f["line"], f["evidence"]) for f in found] == [("JL005", 13, [why])]
+    sarif = json.loads(check(run_cli, "sarif", "train.py"))
+    assert sarif["runs"][0]["results"][0]["properties"]["evidence"] == [why]
+    assert f"= why: {why}" in check(run_cli, "text", "train.py")

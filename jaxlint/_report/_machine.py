@@ -21,6 +21,7 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
         "rule": finding.rule,
         "message": finding.message,
         "fix": None if finding.fix is None else {"applicability": finding.fix, "title": finding.fix_title},
+        "evidence": list(finding.evidence),
     }
     if finding.cell is not None:
         data["cell"] = finding.cell

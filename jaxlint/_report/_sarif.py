@@ -59,6 +59,7 @@ def render_sarif(findings: Sequence[Finding], stream: TextIO) -> None:
                     }
                 }
             ],
+            **({"properties": {"evidence": list(f.evidence)}} if f.evidence else {}),
         }
         for f in findings
     ]

@@ -54,6 +54,8 @@ def render_text(findings: Sequence[Finding], stream: TextIO, *, color: bool) -> 
             console.print(f"[blue]{gutter} |[/]")
             console.print(f"[blue]{f.line} |[/] {escape(line)}")
             console.print(f"[blue]{gutter} |[/] {' ' * start}[bold red]{'^' * max(width, 1)}[/]")
+            for fact in f.evidence:
+                console.print(f"[blue]{gutter} =[/] [cyan]why:[/] {escape(fact)}")
             if f.fix_title:
                 kind = "" if f.fix == "safe" else f" ({f.fix})"
                 console.print(f"[blue]{gutter} =[/] [cyan]fix{kind}:[/] {escape(f.fix_title)}")
