@@ -1,4 +1,4 @@
-"""The `jaxlint` command: check, fix, rule, rules, bench.
+"""The `jaxlint` command: check, fix, rule, rules, bench, run.
 
 Exit codes (ruff's): 0 nothing found (or everything fixed), 1 findings remain, 2 a usage,
 configuration, input or internal error.
@@ -342,6 +342,41 @@ def bench_command(bench_rules: tuple[str, ...], as_json: bool, trials: int) -> N
         sys.exit(run_bench(slugs, trials, as_json, stdout, _use_color(stdout)))
     except BenchError as error:
         raise UsageProblem(str(error)) from None
+
+
+@cli.command(name="run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False), help="Write the report here, not to stderr.")
+@click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), help="Stop the program after this long, and report.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def run_command(output_format: str, output_file: str | None, max_seconds: float | None, command: tuple[str, ...]) -> None:
+    """Run a program and report the compiles, host waits and overhead it measured.
+
+    \b
+    jaxlint run -- python train.py --epochs 1
+    jaxlint run -o run.json --output-format json -- python -m mypkg.train
+    """
+    from ._run import RunError, parse_target, run_program, write_report
+
+    try:
+        target = parse_target(command)
+        stream = open(output_file, "w", encoding="utf-8") if output_file else None  # noqa: SIM115
+    except RunError as error:
+        raise UsageProblem(str(error)) from None
+    except OSError as error:
+        raise UsageProblem(f"{output_file}: cannot write: {error.strerror or error}") from None
+    try:
+        try:
+            outcome, report = run_program(target, max_seconds)
+        except RunError as error:
+            raise UsageProblem(str(error)) from None
+        sys.stdout.flush()
+        out = stream if stream is not None else click.get_text_stream("stderr")
+        write_report(report, outcome, target, output_format, out, color=stream is None and _use_color(out))
+    finally:
+        if stream is not None:
+            stream.close()
+    sys.exit(outcome.exit_code)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -26,6 +26,8 @@ from ._host_sync import (
     count_host_syncs as count_host_syncs,
     no_host_sync as no_host_sync,
 )
+from ._profile import RunProfile as RunProfile, profile as profile
+from ._run_report import RunFinding as RunFinding, RunReport as RunReport
 from ._sharding import make_mesh as make_mesh, shard_module as shard_module
 from ._transfer import (
     prefetch_to_device as prefetch_to_device,
@@ -60,6 +62,10 @@ __all__: list[str] = [
     "HostSyncError",
     "count_host_syncs",
     "no_host_sync",
+    "RunFinding",
+    "RunProfile",
+    "RunReport",
+    "profile",
     "make_mesh",
     "shard_module",
     "prefetch_to_device",

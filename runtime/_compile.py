@@ -151,6 +151,7 @@ class CompileCounter:
         if self._this_thread and thread != self._thread:
             return
         name = _strip_jit(str(kwargs.get("fun_name", "<unknown>")))
+        hit = True
         with self._lock:
             if self._pending_hits.get(thread, 0):
                 self._pending_hits[thread] -= 1
@@ -158,6 +159,12 @@ class CompileCounter:
             else:
                 self._by_name[name] = self._by_name.get(name, 0) + 1
                 self._seconds += duration
+                hit = False
+        if not hit:
+            self._compiled(name, duration)
+
+    def _compiled(self, name: str, seconds: float) -> None:
+        """Called, outside the lock, after each counted (non-hit) compile; for subclasses."""
 
     def _on_explanation(self, message: str) -> None:
         with self._lock:

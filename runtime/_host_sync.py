@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from contextlib import ExitStack
 from types import TracebackType
 from typing import Any, NamedTuple
+
+from ._frames import user_frame
 
 
 # jax.Array attribute -> how the user spells the conversion. Each of these reads the array's
@@ -59,13 +62,16 @@ _library_dirs: tuple[str, ...] = ()
 
 
 def _caller() -> str:
-    frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(_library_dirs):
-        frame = frame.f_back
+    start = sys._getframe(3)
+    frame = user_frame(start)  # the user's line, past numpy, jax, equinox and jaxlint helpers
+    if frame is None:
+        frame = start
+        while frame is not None and frame.f_code.co_filename.startswith(_library_dirs):
+            frame = frame.f_back
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "<unknown>"
 
 
-def _record(kind: str, array: Any) -> None:
+def _record(kind: str, array: Any) -> HostSync:
     what = f"{array.dtype.name}{list(array.shape)}"
     event = HostSync(kind, what, _caller())
     for counter in _state.counters:
@@ -77,6 +83,34 @@ def _record(kind: str, array: Any) -> None:
             "(accumulate with jnp), or convert once after the loop (jax.device_get of the "
             "collected results)."
         )
+    return event
+
+
+def _pending(array: Any) -> bool:
+    """Whether the device has not finished computing `array` yet (so reading it waits)."""
+    try:
+        return not array.is_ready()
+    except Exception:  # noqa: BLE001 - a deleted or donated array: the conversion raises itself
+        return False
+
+
+def _convert(original: Any, kind: str, subject: Any, args: Any, kwargs: Any) -> Any:
+    """Record one conversion of `subject`, run it, and tell the timing counters how long it
+    took and whether it had to wait for the device."""
+    state = _state
+    timed = [c for c in state.counters if c._timed]
+    pending = _pending(subject) if timed else False
+    event = _record(kind, subject)
+    state.depth += 1
+    start = time.perf_counter() if timed else 0.0
+    try:
+        return original(*args, **kwargs)
+    finally:
+        state.depth -= 1
+        if timed:
+            seconds = time.perf_counter() - start
+            for counter in timed:
+                counter._add_wait(event, pending, seconds)
 
 
 def _wrap(original: Any, kind: str, array_type: type, *, positional: bool) -> Any:
@@ -87,12 +121,7 @@ def _wrap(original: Any, kind: str, array_type: type, *, positional: bool) -> An
         subject = args[0] if args else kwargs.get("object", kwargs.get("a"))
         if positional and type(subject) is not array_type:
             return original(*args, **kwargs)
-        _record(kind, subject)
-        state.depth += 1
-        try:
-            return original(*args, **kwargs)
-        finally:
-            state.depth -= 1
+        return _convert(original, kind, subject, args, kwargs)
 
     wrapper.__name__ = getattr(original, "__name__", kind)
     wrapper.__doc__ = getattr(original, "__doc__", None)
@@ -110,12 +139,8 @@ def _wrap_device_get(original: Any, array_type: type) -> Any:
         arrays = [leaf for leaf in jax.tree.leaves(x) if type(leaf) is array_type]
         if not arrays:
             return original(x)
-        _record("jax.device_get", arrays[0])
-        state.depth += 1
-        try:
-            return original(x)
-        finally:
-            state.depth -= 1
+        pending = [a for a in arrays if _pending(a)]
+        return _convert(original, "jax.device_get", (pending or arrays)[0], (x,), {})
 
     device_get.__doc__ = original.__doc__
     device_get.__wrapped__ = original  # type: ignore[attr-defined]
@@ -199,6 +224,12 @@ class HostSyncCounter:
     def events(self) -> list[HostSync]:
         with self._lock:
             return list(self._events)
+
+    _timed = False  # subclasses that set it get `_add_wait` after each conversion
+
+    def _add_wait(self, event: HostSync, pending: bool, seconds: float) -> None:
+        """After the conversion of `event` ran: whether its array was still being computed,
+        and how long the conversion took (waiting included)."""
 
     def _add(self, event: HostSync) -> None:
         with self._lock:

@@ -1,0 +1,269 @@
+"""`jaxlint.runtime.profile()` and `jaxlint run`: problems measured in a real run, reported
+with the codes of `jaxlint check` at the lines that paid for them.
+
+The runnable fixtures are the programs: each `bad_*.py` must give its rule's code at lines
+it marks `# expect:` (only those its `main()` reaches), and its `.fixed.py` nothing. Compile,
+`tree_at` and `filter_jit` findings are counted, so the tests assert them exactly; whether a
+host conversion waited for the device depends on timing, so JL005 is only asserted where the
+device work is long enough to be still running (and never where none is expected).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+
+pytest.importorskip("jax")
+pytest.importorskip("equinox")
+
+from jaxlint._bench import load_module  # noqa: E402
+from jaxlint.runtime import profile  # noqa: E402
+
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+TIMING_CODES = {"JL005"}
+
+# fixture -> the (code, line)s its main() reaches; every other `# expect:` line is in a
+# function main() does not call.
+RUNS = {
+    "filter-jit-per-call/bad_name_taken": {("JL002", 25)},
+    "filter-jit-per-call/bad_spellings": {("JL002", 49), ("JL002", 60), ("JL002", 64), ("JL002", 65)},
+    "growing-shape-loop/bad_greedy_decode": {("JL008", 17)},
+    "jit-in-loop/bad_bound_method": {("JL007", 18)},
+    "jit-in-loop/bad_captured": {("JL007", 13), ("JL007", 16)},
+    "jit-in-loop/bad_lambda_loop": {("JL007", 19), ("JL007", 20), ("JL007", 23)},
+    "pad-final-batch/bad_ragged_loss": {("JL004", 21)},
+    "tree-at-batch/bad_chain": {("JL003", 29), ("JL003", 38)},
+    "tree-at-batch/bad_plan_loop": {("JL003", 66)},
+    "tree-at-batch/bad_return_chain": {("JL003", 20), ("JL003", 25), ("JL003", 30), ("JL003", 36)},
+    "host-copy-in-loop/bad_extraction": set(),  # 4x16 matmuls finish before Python asks
+}
+CODES = {
+    "filter-jit-per-call": "JL002", "tree-at-batch": "JL003", "pad-final-batch": "JL004",
+    "host-copy-in-loop": "JL005", "jit-in-loop": "JL007", "growing-shape-loop": "JL008",
+}  # fmt: skip
+
+
+def _profile_main(path: Path):  # type: ignore[no-untyped-def]
+    with contextlib.redirect_stdout(io.StringIO()):
+        with profile() as report:
+            load_module(path).main()
+    return report
+
+
+def _expected_lines(path: Path) -> set[tuple[str, int]]:
+    marks = set()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for slug in re.findall(r"# expect: ([\w-]+)", line):
+            if slug in CODES:
+                marks.add((CODES[slug], number))
+    return marks
+
+
+@pytest.mark.parametrize("case", sorted(RUNS))
+def test_bad_fixture_run_reports_its_code_at_its_lines(case: str) -> None:
+    path = FIXTURES / f"{case}.py"
+    report = _profile_main(path)
+    found = {(f.code, f.line) for f in report.findings if f.path == str(path)}
+    assert all(f.path == str(path) for f in report.findings), report.findings
+    assert found <= _expected_lines(path), "a finding on a line the static rule does not mark"
+    assert {x for x in found if x[0] not in TIMING_CODES} == RUNS[case]
+    assert sum(f.seconds for f in report.findings) <= report.wall_seconds
+    assert all(f.seconds >= 0 and f.count >= 1 for f in report.findings)
+
+
+@pytest.mark.parametrize("case", sorted(c for c in RUNS if (FIXTURES / f"{c}.fixed.py").is_file()))
+def test_fixed_fixture_run_reports_nothing(case: str) -> None:
+    report = _profile_main(FIXTURES / f"{case}.fixed.py")
+    assert report.findings == []
+
+
+def _program(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "program.py"
+    path.write_text(textwrap.dedent(body), encoding="utf-8")
+    return path
+
+
+def test_host_waits_on_running_device_work_are_jl005(tmp_path: Path) -> None:
+    path = _program(tmp_path, """\
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+
+        @jax.jit
+        def slow(x):
+            for _ in range(30):
+                x = jnp.tanh(x @ x) / 2
+            return x
+
+        def main():
+            x = jnp.ones((256, 256))
+            slow(x).block_until_ready()
+            out = []
+            for _ in range(8):
+                out.append(np.asarray(slow(x)))  # line 16: waits for every call
+            return jax.device_get([slow(x) for _ in range(8)])  # one wait for the list
+        """)
+    report = _profile_main(path)
+    assert [(f.code, f.line) for f in report.findings] == [("JL005", 16)]
+    finding = report.findings[0]
+    assert finding.count >= 4 and 0 < finding.seconds <= report.wall_seconds
+    assert "np.asarray" in finding.message
+
+
+def test_general_recompile_names_what_changed(tmp_path: Path) -> None:
+    path = _program(tmp_path, """\
+        import functools
+        import jax
+        import jax.numpy as jnp
+
+        @functools.partial(jax.jit, static_argnums=1)
+        def scale(x, k):
+            return x * k
+
+        def main():
+            x = jnp.ones(3)
+            return [scale(x, k) for k in range(4)]  # line 11: one compile per k
+        """)
+    report = _profile_main(path)
+    assert [(f.code, f.rule, f.line, f.count) for f in report.findings] == [("JL100", "recompile", 11, 3)]
+    assert "`scale` was compiled 4 times" in report.findings[0].message
+    assert "Static" in report.findings[0].message or "static" in report.findings[0].message
+
+
+def test_summary_and_dict(tmp_path: Path) -> None:
+    report = _profile_main(FIXTURES / "pad-final-batch/bad_ragged_loss.py")
+    text = report.summary()
+    assert text.startswith("jaxlint run: ") and "compiling" in text and "top lines by cost" in text
+    assert "bad_ragged_loss.py:21" in text
+    data = report.to_dict()
+    assert data["device"]["platform"] == "cpu"
+    assert data["compiles"] >= 2 and 0 < data["compile_seconds"] <= data["wall_seconds"]
+    assert [f["code"] for f in data["findings"]] == ["JL004"]
+    assert any(r["line"] == 21 and r["compiles"] == 2 for r in data["lines"])
+    json.dumps(data)
+
+
+def test_profile_restores_what_it_wrapped() -> None:
+    import equinox as eqx
+    import equinox._jit as eqx_jit
+    import jax
+
+    before = (jax.jit, eqx.filter_jit, eqx.tree_at, eqx_jit._call, eqx_jit._preprocess, eqx_jit._postprocess)
+    with pytest.raises(ValueError):
+        with profile():
+            assert jax.jit is not before[0] and eqx.tree_at is not before[2]
+            raise ValueError
+    assert (jax.jit, eqx.filter_jit, eqx.tree_at, eqx_jit._call, eqx_jit._preprocess, eqx_jit._postprocess) == before
+    p = profile()
+    with p:
+        pass
+    with pytest.raises(RuntimeError):
+        p.__enter__()
+
+
+def test_profile_docstring_example(run_doc_examples) -> None:  # type: ignore[no-untyped-def]
+    run_doc_examples(profile)
+
+
+# -- jaxlint run ------------------------------------------------------------------------------
+RAGGED = ("pad-final-batch", "bad_ragged_loss")
+
+
+def _ragged_script(tmp_path: Path) -> Path:
+    """The ragged-batch fixture as a script (fixtures define main() and no __main__ block)."""
+    source = (FIXTURES / RAGGED[0] / f"{RAGGED[1]}.py").read_text(encoding="utf-8")
+    path = tmp_path / "ragged.py"
+    path.write_text(source + "\n\nif __name__ == '__main__':\n    print('total', float(main()))\n", encoding="utf-8")
+    return path
+
+
+def test_run_reports_to_stderr_and_keeps_the_program_stdout(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    script = _ragged_script(tmp_path)
+    result = run_cli("run", "--", "python", script, "extra-arg")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("total ")
+    assert "JL004" not in result.stdout
+    assert "ragged.py:21:" in result.stderr and "JL004 [pad-final-batch]" in result.stderr
+    assert "jaxlint run: " in result.stderr and "top lines by cost" in result.stderr
+
+
+def test_run_json_document_to_a_file(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    script = _ragged_script(tmp_path)
+    result = run_cli("run", "--output-format", "json", "-o", "run.json", "--", "python", script)
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    doc = json.loads((tmp_path / "run.json").read_text(encoding="utf-8"))
+    assert doc["jaxlint_run"] == 1 and doc["exit_code"] == 0 and doc["device"]["platform"] == "cpu"
+    [finding] = doc["findings"]
+    assert (finding["path"], finding["line"], finding["code"], finding["rule"]) == ("ragged.py", 21, "JL004", "pad-final-batch")
+    assert finding["measured"]["count"] == 1 and 0 < finding["measured"]["seconds"] <= doc["wall_seconds"]
+    assert any(row["path"] == "ragged.py" and row["line"] == 21 and row["compiles"] == 2 for row in doc["lines"])
+
+
+@pytest.mark.parametrize("output_format", ["sarif", "github", "jsonl", "concise"])
+def test_run_other_formats(run_cli, tmp_path: Path, output_format: str) -> None:  # type: ignore[no-untyped-def]
+    result = run_cli("run", "--output-format", output_format, "--", _ragged_script(tmp_path))
+    assert result.exit_code == 0, result.output
+    if output_format == "sarif":
+        [run] = json.loads(result.stderr)["runs"]
+        assert [(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in run["results"]] == [("JL004", 21)]
+    elif output_format == "github":
+        assert result.stderr.startswith("::warning file=ragged.py,line=21,")
+    elif output_format == "jsonl":
+        assert json.loads(result.stderr.splitlines()[0])["code"] == "JL004"
+    else:
+        assert result.stderr.startswith("ragged.py:21:")
+
+
+def test_run_passes_exit_code_and_traceback_through(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "exits.py").write_text("import sys\nprint('hi')\nsys.exit(3)\n", encoding="utf-8")
+    result = run_cli("run", "--", "python", "exits.py")
+    assert (result.exit_code, result.stdout) == (3, "hi\n")
+    assert "No findings in the run." in result.stderr
+    (tmp_path / "fails.py").write_text("def f():\n    raise ValueError('boom')\n\nf()\n", encoding="utf-8")
+    result = run_cli("run", "--", "python", "fails.py")
+    assert result.exit_code == 1
+    assert "Traceback (most recent call last):" in result.stderr
+    assert 'fails.py", line 2, in f' in result.stderr and "ValueError: boom" in result.stderr
+    assert "_run.py" not in result.stderr and "runpy" not in result.stderr
+    assert "jaxlint run: " in result.stderr  # the report is written when the program fails
+
+
+def test_run_module_and_arguments(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "mod.py").write_text("import sys\nprint(sys.argv)\n", encoding="utf-8")
+    result = run_cli("run", "--", "python", "-m", "mod", "--flag", "x")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.endswith("'--flag', 'x']\n")
+
+
+def test_run_max_seconds_stops_and_reports(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "forever.py").write_text("import time\nwhile True:\n    time.sleep(0.01)\n", encoding="utf-8")
+    result = run_cli("run", "--max-seconds", "0.3", "--", "python", "forever.py")
+    assert result.exit_code == 0, result.output
+    assert "stopped the program after --max-seconds" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run"], "Missing argument"),
+        (["run", "--", "python"], "nothing to run"),
+        (["run", "--", "python", "missing.py"], "missing.py: no such file"),
+        (["run", "--", "python", "-c", "1"], "unsupported python option '-c'"),
+        (["run", "--max-seconds", "0", "--", "x.py"], "--max-seconds"),
+    ],
+)
+def test_run_usage_errors(run_cli, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
+    result = run_cli(*args)
+    assert result.exit_code == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
