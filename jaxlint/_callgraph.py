@@ -103,6 +103,9 @@ _FEW_TOKENS = frozenset(
         "epoch", "fold", "seed", "trial", "run", "config", "cfg", "experiment", "split",
         "metric", "tag", "ax", "axs", "axi", "axarr", "fig", "subplot", "plot", "panel",
         "hparam", "hyperparam", "sweep", "variant", "setting", "benchmark", "dtype",
+        # `for ds_name in valid_iters`, `for name in names`: the keys of a table of named
+        # things (datasets, metrics, layers), as many as somebody wrote down.
+        "name",
     }
 )  # fmt: skip
 _TOKEN = re.compile(r"[a-z]+")
@@ -803,10 +806,12 @@ def passed_argument(call: cst.Call, name: str, params: Sequence[str]) -> cst.Bas
     return None
 
 
-def periodic(path: Sequence[cst.CSTNode], loop: Loop) -> bool:
+def periodic(path: Sequence[cst.CSTNode], loop: Loop | cst.FunctionDef) -> bool:
     """Whether the node whose ancestors are `path` runs only on some iterations of `loop`:
     under an `if` (between the loop and it) testing a remainder, `if step % every == 0:`, or
-    a name the loop sets to one (`should_eval = step % every == 0`; `if should_eval:`)."""
+    a name the loop sets to one (`should_eval = step % every == 0`; `if should_eval:`).
+    `loop` may be a function: then it is the function's body that runs only on some of its
+    calls, once per `every` steps of a counter it is handed or keeps."""
     start = next((i for i, n in enumerate(path) if n is loop), None)
     if start is None:
         return False
@@ -824,7 +829,7 @@ def _names_a_modulo(test: cst.BaseExpression, loop: Loop) -> bool:
     names = {n.value for n in _walk_names(test)}
     if not names:
         return False
-    stack: list[cst.CSTNode] = [loop.body] if isinstance(loop, (cst.For, cst.While)) else []
+    stack: list[cst.CSTNode] = [loop.body] if isinstance(loop, (cst.For, cst.While, cst.FunctionDef)) else []
     while stack:
         node = stack.pop()
         if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):

@@ -31,6 +31,9 @@ __all__ = [
     "FEW",
     "LoopRuns",
     "Often",
+    "call_chain_evidence",
+    "describe_loop",
+    "loop_evidence",
     "integer_value",
     "items_count",
     "iteration_count",
@@ -87,7 +90,9 @@ def loop_runs(ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNo
     if not runs_many_times(ctx, loop, path):  # type: ignore[arg-type]
         return LoopRuns(Often.FEW, f"over a model's parts or a small table (`{header}`)")
     if isinstance(loop, cst.While):
-        return LoopRuns(Often.MANY, f"until `{header}` fails")
+        if isinstance(loop.test, cst.Name) and loop.test.value == "True":
+            return LoopRuns(Often.MANY, "until it breaks (`while True`)")
+        return LoopRuns(Often.MANY, f"while `{header}` holds")
     return LoopRuns(Often.MANY, f"over `{header}`")
 
 
@@ -100,6 +105,29 @@ def describe_loop(ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.C
     where = f"the {kind} at line {line}" if line is not None else f"the {kind}"
     runs = loop_runs(ctx, loop, ancestors)
     return f"{where}, which runs {runs.why}"
+
+
+def loop_evidence(ctx: FileContext, loop: cst.CSTNode, path: Sequence[cst.CSTNode]) -> str:
+    """"runs on every iteration of the loop at line 40, which runs over `loader`" for code
+    whose ancestors `path` pass through `loop`."""
+    index = next((i for i, n in enumerate(path) if n is loop), len(path))
+    return f"runs on every iteration of {describe_loop(ctx, loop, path[:index])}"
+
+
+def call_chain_evidence(ctx: FileContext, site: cst.Call, site_path: Sequence[cst.CSTNode], loop: cst.CSTNode, chain: Sequence[str] = ()) -> str:
+    """"called at line 52 in `train()`, on every iteration of the loop at line 40, which runs
+    over `loader`": how a function's body comes to run per iteration of a loop in a caller
+    (`chain`: the functions between, outermost first)."""
+    from ._positions import line_of
+
+    line = line_of(ctx.module, site, list(site_path))
+    scope = next((n for n in reversed(site_path) if isinstance(n, cst.FunctionDef)), None)
+    where = f"called at line {line}" if line is not None else "called"
+    if scope is not None:
+        where += f" in `{scope.name.value}()`"
+    via = (" through " + " → ".join(f"`{name}()`" for name in chain)) if chain else ""
+    index = next((i for i, n in enumerate(site_path) if n is loop), len(site_path))
+    return f"{where}{via}, on every iteration of {describe_loop(ctx, loop, list(site_path[:index]))}"
 
 
 _DICT_VIEWS = frozenset({"items", "keys", "values"})

@@ -63,7 +63,7 @@ def positions(
 def line_of(module: cst.Module, node: cst.CSTNode, path: Sequence[cst.CSTNode]) -> int | None:
     """The first line of `node`, whose ancestors (from `module`) are `path`: positions of the
     top-level statement around it only, so it costs one statement's walk."""
-    statement = path[1] if len(path) > 1 and path[0] is module else None
+    statement = path[1] if len(path) > 1 and path[0] is module else node if list(path) == [module] else None
     if statement is None:
         return None
     found = positions(module, [(node, statement)]).get(node)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from jaxlint._callgraph import Mode, in_test, runs_many_times
+from jaxlint._frequency import loop_evidence
 from jaxlint._context import FileContext, Loop
 from jaxlint._nodes import loop_header
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, unused_name
@@ -37,6 +38,7 @@ class ApplyCall:
 class ApplyFinding:
     message: str
     fix: Fix | None
+    evidence: list[str]
 
 
 def is_apply_call(call: cst.Call) -> bool:
@@ -77,7 +79,7 @@ def apply_finding(ctx: FileContext, found: ApplyCall, taken: set[str]) -> ApplyF
         f"by one from Python, on every iteration of {loop_text}; jit-compile it once before the "
         f"loop (`jax.jit({receiver}.apply)`)"
     )
-    return ApplyFinding(message, _fix(ctx, found, receiver, root, taken))
+    return ApplyFinding(message, _fix(ctx, found, receiver, root, taken), [loop_evidence(ctx, many[-1], path)])
 
 
 def _fix(ctx: FileContext, found: ApplyCall, receiver: str, root: str | None, taken: set[str]) -> Fix | None:

@@ -92,11 +92,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
 from jaxlint._callgraph import Mode, in_test, periodic, runs_many_times
+from jaxlint._frequency import loop_evidence
 from jaxlint._context import FileContext, Loop
 from jaxlint._jaxapi import FILTER_JIT, PARTIAL, decorator_target
 from jaxlint._pytrees import Value, classify, is_large
@@ -129,6 +130,8 @@ class _Call:
     call: cst.Call
     path: list[cst.CSTNode]
     arguments: list[str]
+    loop: Loop | None = None
+    sizes: list[str] = field(default_factory=list)  # why each argument is large
 
 
 class FilterJitPerCall(Rule):
@@ -209,9 +212,10 @@ class FilterJitPerCall(Rule):
                 return  # a new function every iteration: jit-in-loop's finding
         if ctx.jit.is_traced(path) or self._maybe_traced(node, path):
             return
-        arguments = self._large_arguments(node, list(path), loops[-1])
+        sizes: list[str] = []
+        arguments = self._large_arguments(node, list(path), loops[-1], sizes)
         if arguments:
-            self._calls.append(_Call(node, list(path), arguments))
+            self._calls.append(_Call(node, list(path), arguments, loops[-1], sizes))
 
     def _maybe_traced(self, call: cst.Call, path: Sequence[cst.CSTNode]) -> bool:
         """Whether the code around `call` runs under a trace, or may: a function nested in
@@ -226,8 +230,9 @@ class FilterJitPerCall(Rule):
             return len(scopes) >= 2 or any(isinstance(n, cst.Lambda) for n in scopes)
         return False
 
-    def _large_arguments(self, call: cst.Call, path: list[cst.CSTNode], loop: Loop) -> list[str]:
-        """The arguments that are Modules, optimizer states or other large pytrees."""
+    def _large_arguments(self, call: cst.Call, path: list[cst.CSTNode], loop: Loop, sizes: list[str]) -> list[str]:
+        """The arguments that are Modules, optimizer states or other large pytrees; `sizes`
+        receives, for each, why it counts as large."""
         if isinstance(loop, cst.For):
             per_item = set(target_names(loop.target))
         elif isinstance(loop, cst.While):
@@ -245,7 +250,12 @@ class FilterJitPerCall(Rule):
             if _until_flag(loop) and value is not Value.MODULE:
                 continue  # `while not done:`: an iterative solver's state, a few arrays
             if is_large(value) or (value is Value.UNKNOWN and self._named_large(expr, call, path, loop)):
-                found.append(self.ctx.module.code_for_node(expr))
+                text = self.ctx.module.code_for_node(expr)
+                found.append(text)
+                sizes.append(
+                    f"`{text}` holds {'an' if value.value[0] in 'aeiou' else 'a'} {value.value}" if is_large(value)
+                    else f"`{text}` is named like a model, its parameters or a training state"
+                )
                 leaves.append(leaf_count(self.ctx, expr, [*path, call, arg]))
         if found and all(n is not None for n in leaves) and sum(leaves) < SMALL:  # type: ignore[arg-type]
             return []  # the code shows its pytrees hold a few arrays in all: a small per-leaf cost
@@ -283,7 +293,9 @@ class FilterJitPerCall(Rule):
                 "and waits for the result; `jaxlint.runtime.filter_jit` is a drop-in without "
                 "that per-call cost"
             )
-            self.report(found.call, message, fix=self._fix(found), ancestors=found.path)
+            evidence = [loop_evidence(self.ctx, found.loop, found.path)] if found.loop is not None else []
+            evidence += found.sizes
+            self.report(found.call, message, fix=self._fix(found), ancestors=found.path, evidence=evidence)
 
     def _fix(self, found: _Call) -> Fix | None:
         func = found.call.func

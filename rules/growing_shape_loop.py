@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from jaxlint._frequency import loop_evidence
 from jaxlint._context import Loop
 from jaxlint._nodes import free_names, iter_subtree
 from jaxlint._rule import Rule
@@ -113,7 +114,8 @@ class GrowingShapeLoop(Rule):
                     what, how = found
                     self.report(
                         node,
-                        f"`{what}` {how} and is passed to the jitted "
+                        evidence=[f"the call {loop_evidence(ctx, loop, ctx.path_to(node))}"],
+                        message=f"`{what}` {how} and is passed to the jitted "
                         f"`{_short(callee)}`: every new shape traces and compiles it again (one "
                         "compile per iteration); write into a preallocated buffer with "
                         "`.at[pos].set(...)` / `lax.dynamic_update_slice` and pass the position, "

@@ -98,7 +98,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from jaxlint._frequency import Often, describe_loop, loop_runs
+from jaxlint._callgraph import periodic
+from jaxlint._frequency import Often, loop_evidence, loop_runs
 from jaxlint._context import Loop
 from jaxlint._device import HostCopy
 from jaxlint._jaxapi import FILTER_JIT
@@ -263,8 +264,7 @@ class HostCopyInLoop(Rule):
         return None
 
     def _why(self, node: cst.CSTNode, loop: Loop) -> list[str]:
-        path = self.ctx.path_to(node)
-        return [f"runs on every iteration of {describe_loop(self.ctx, loop, path[: _index(path, loop)])}"]
+        return [loop_evidence(self.ctx, loop, self.ctx.path_to(node))]
 
     def _per_outer_iteration(self, loop: Loop, loop_path: list[cst.CSTNode], path: list[cst.CSTNode]) -> bool:
         """`loop` runs an inner loop that does the device work (an epoch loop around a batch
@@ -716,8 +716,13 @@ def _discarded(ancestors: list[cst.CSTNode], node: cst.Call) -> bool:
 
 def _occasional(path: list[cst.CSTNode], loops: list[Loop], loop: Loop) -> bool:
     """Whether `loop` runs only on some iterations of a loop around it: it sits under
-    `if step % eval_every == 0:` (or another guard that depends on the outer iteration)."""
+    `if step % eval_every == 0:` (or another guard that depends on the outer iteration), in
+    this function or around its body (`if self.step % self.log_every == 0:` in a method
+    called once per step)."""
     end = _index(path, loop)
+    function = next((n for n in reversed(path[:end]) if isinstance(n, cst.FunctionDef)), None)
+    if function is not None and periodic(path[: end + 1], function):
+        return True
     for outer in loops[: loops.index(loop)]:
         start = _index(path, outer)
         for parent, child in zip(path[start + 1 : end], path[start + 2 : end + 1]):

@@ -78,6 +78,7 @@ from jaxlint._bindings import Kind
 from jaxlint._callgraph import in_test, periodic, runs_many_times
 from jaxlint._context import FileContext, Loop
 from jaxlint._nodes import free_names, iter_subtree, loop_header
+from jaxlint._frequency import call_chain_evidence, loop_evidence
 from jaxlint._positions import line_of
 from jaxlint._rule import Applicability, Edit, Fix, Rule, unused_name
 from jaxlint._scope import function_scope, target_names
@@ -175,6 +176,9 @@ class JitInLoop(Rule):
             "object, so every call traces and compiles it again; build the jitted function once, "
             f"outside `{function.name.value}()`",
             ancestors=ancestors,
+            evidence=[call_chain_evidence(
+                self.ctx, repeat.site.call, repeat.site.path, repeat.loop, [f.name for f in repeat.chain]
+            )],
         )
 
     def _bound_method(self, target: cst.Attribute, ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -289,7 +293,8 @@ class JitInLoop(Rule):
         fix = _fix(self.ctx, wrap, self._names) if not isinstance(innermost, _COMPREHENSIONS) else None
         node = self._report_node(wrap)
         ancestors = wrap.ancestors if node is wrap.node else [*wrap.ancestors, wrap.node]
-        self.report(node, _message(self.ctx.module, wrap), fix=fix, ancestors=ancestors)
+        many = next(loop for loop in reversed(wrap.loops) if runs_many_times(self.ctx, loop, path))
+        self.report(node, _message(self.ctx.module, wrap), fix=fix, ancestors=ancestors, evidence=[loop_evidence(self.ctx, many, path)])
 
     def _in_benchmark(self, ancestors: Sequence[cst.CSTNode]) -> bool:
         """Inside a benchmark function (`@google_benchmark.register`, `def bench_*`), whose

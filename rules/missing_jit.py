@@ -99,6 +99,7 @@ import libcst as cst
 from jaxlint._callgraph import Function, Mode, Repeat, in_test
 from jaxlint._context import FileContext
 from jaxlint._nodes import free_names, loop_header
+from jaxlint._frequency import call_chain_evidence
 from jaxlint._positions import line_of, positions
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
 
@@ -145,7 +146,7 @@ class MissingJit(Rule):
         for found in self._applies:
             inline = apply_finding(self.ctx, found, self._names)
             if inline is not None:
-                self.report(found.call, inline.message, fix=inline.fix, ancestors=found.ancestors)
+                self.report(found.call, inline.message, fix=inline.fix, ancestors=found.ancestors, evidence=inline.evidence)
         if not self._defined & self._called_in_loops or in_test(self.ctx, ()):
             return
         graph = self.ctx.calls
@@ -176,6 +177,9 @@ class MissingJit(Rule):
                 self._message(function, work, repeat, jittability),
                 fix=self._fix(function, jittability),
                 ancestors=[*function.path, function.node],
+                evidence=[call_chain_evidence(
+                    self.ctx, repeat.site.call, repeat.site.path, repeat.loop, [f.name for f in repeat.chain]
+                )],
             )
 
     def _candidate(self, function: Function) -> tuple[str, Jittability] | None:

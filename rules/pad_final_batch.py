@@ -105,6 +105,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from jaxlint._frequency import loop_evidence
 from jaxlint._callgraph import call_arguments
 from jaxlint._context import Loop
 from jaxlint._device import Consumer
@@ -162,6 +163,7 @@ class PadFinalBatch(Rule):
                 continue
             self._reported.add(id(loop))
             callee = ctx.module.code_for_node(node.func)
+            evidence = [f"`{_short(callee)}` {loop_evidence(ctx, loop, ctx.path_to(node))}"]
             if batching.kind == "dataset":
                 self.report(
                     node,
@@ -170,6 +172,7 @@ class PadFinalBatch(Rule):
                     f"`{'drop_last' if 'drop_last' in batching.cut else 'drop_remainder'}=True` "
                     "when training, or pad the last batch and mask the padding rows when every "
                     "example counts (`jaxlint.runtime.padded_batches`)",
+                    evidence=evidence,
                 )
                 return
             self.report(
@@ -178,6 +181,7 @@ class PadFinalBatch(Rule):
                 f"`{_short(callee)}` is compiled again for its shape; iterate `jaxlint.runtime.padded_batches(...)` (fixed-size batches and "
                 "a mask of the real rows) or drop the remainder",
                 fix=self._fix(node, loop, batching, consumer),
+                evidence=evidence,
             )
             return
 

@@ -112,6 +112,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from jaxlint._frequency import loop_evidence
 from jaxlint._context import FileContext, Loop
 from jaxlint._jaxapi import TREE_AT
 from jaxlint._nodes import assigns_name, contains_exit, free_names, iter_subtree, literal_iterations, reads_name
@@ -296,7 +297,11 @@ class TreeAtBatch(Rule):
                         module, call, self._calls, bool(self.options["runtime-helpers"])
                     )
                 self.report(
-                    call.call, _loop_message(module, call), fix=fix, ancestors=call.ancestors
+                    call.call,
+                    _loop_message(module, call),
+                    fix=fix,
+                    ancestors=call.ancestors,
+                    evidence=[loop_evidence(self.ctx, call.loops[-1], [*call.ancestors, call.call])],
                 )
             elif chain is not None and not _chain_is_silent(chain):
                 self.report(

@@ -140,6 +140,7 @@ class UnsyncedTiming(Rule):
                 f"dispatches asynchronously, so this times the dispatch, not the computation); "
                 f"wait for the result with `jax.block_until_ready` before reading the clock",
                 fix=_block_fix(region, leaves),
+                evidence=[_started(ctx, region)],
             )
         for call, path, callee in self._regions.cold_calls(region):
             if id(call) in self._cold:
@@ -286,3 +287,12 @@ def _bound_before(region: TimedRegion, name: str) -> bool:
                 ):
                     return True
     return False
+
+
+def _started(ctx, region: TimedRegion) -> str:  # type: ignore[no-untyped-def]
+    """"the clock starts at line 12 (`start`) and nothing between waits for the device"."""
+    from jaxlint._positions import line_of
+
+    line = line_of(ctx.module, region.start, list(region.start_path))
+    where = f" at line {line}" if line is not None else ""
+    return f"the clock starts{where} (`{region.start_name}`) and nothing between the two reads waits for the device"
