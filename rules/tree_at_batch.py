@@ -46,7 +46,9 @@ on a value read from the updated tree, a renamed intermediate tree that is read 
 (or in a loop, a closure, or declared `global`), an attribute chain that ends in `return`
 (the attribute must keep its update), and calls that use `replace_fn`. It also stays silent
 inside jitted or otherwise traced code (`@eqx.filter_jit` bodies, functions handed to a
-transform): there each call runs once per compile, not once per step.
+transform): there each call runs once per compile, not once per step; and for a loop whose
+header says it runs three times or fewer (`for split in ("train", "validation"):`, or a literal
+list every caller in the file passes), where batching saves one or two traversals.
 
 ## Fix safety
 
@@ -112,6 +114,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from jaxlint._frequency import iteration_count
 from jaxlint._frequency import loop_evidence
 from jaxlint._context import FileContext, Loop
 from jaxlint._jaxapi import TREE_AT
@@ -200,6 +203,10 @@ def bind_arguments(call: cst.Call) -> dict[str, cst.BaseExpression] | None:
     return bound
 
 
+# At most this many updates in a loop are not worth a batched call: it saves one or two
+# traversals of the tree.
+_FEW_UPDATES = 3
+
 class TreeAtBatch(Rule):
     CODE = "JL003"
     SLUG = "tree-at-batch"
@@ -278,6 +285,12 @@ class TreeAtBatch(Rule):
             function=scope if isinstance(scope, cst.FunctionDef) else None,
         )
 
+    def _few_updates(self, call: TreeAtCall) -> bool:
+        """The loop's header says it runs two or three times (`for key in ("train", "val")`)."""
+        innermost = call.loops[-1]
+        index = next(i for i, n in enumerate(call.ancestors) if n is innermost)
+        return _few(iteration_count(self.ctx, innermost, call.ancestors[:index]))
+
     def finish(self) -> None:
         chains = _chains(self._calls)
         in_chain = {id(c.call) for chain in chains for c in chain[1:]}
@@ -287,6 +300,8 @@ class TreeAtBatch(Rule):
             chain = heads.get(id(call.call))
             if call.loops and call.assigns_back:
                 if not _repeats_on_same_tree(call, self._calls):
+                    continue
+                if self._few_updates(call):
                     continue
                 if chain is not None:
                     fix = chain_fix(module, chain)
@@ -395,6 +410,11 @@ def _bound_names(root: cst.CSTNode) -> set[int]:
         elif isinstance(node, cst.AnnAssign) and isinstance(node.target, cst.Name):
             bound.add(id(node.target))
     return bound
+
+
+def _few(count: int | None) -> bool:
+    """Two or three updates: batching them saves one or two traversals."""
+    return count is not None and count <= _FEW_UPDATES
 
 
 def _chain_is_silent(chain: list[TreeAtCall]) -> bool:

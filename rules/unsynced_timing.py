@@ -23,7 +23,9 @@ region.
 
 Waiting means `jax.block_until_ready(out)`, `out.block_until_ready()`, or a copy to the host
 (`np.asarray(out)`, `jax.device_get(out)`, `float(out)`, `out.item()`, `print(out)`) before
-the second read. The rule stays silent when the result is waited for, for NumPy/Python work,
+the second read. The rule stays silent when the result is waited for, for NumPy/Python work, for a running
+clock (started once before a loop and read on each of its iterations without a restart: an
+elapsed-time total off by at most the step in flight),
 for functions it does not know to dispatch device work, for code inside jitted functions, and
 for `eqx.filter_jit` calls: since equinox 0.11.8 they block on their own result before
 returning, so their timing is (accidentally) correct. It also stays silent when the only
@@ -128,7 +130,7 @@ class UnsyncedTiming(Rule):
 
     def _check_region(self, read: cst.Call, region: TimedRegion) -> None:
         ctx = self.ctx
-        if _labelled_as_dispatch_or_compile(region):
+        if _labelled_as_dispatch_or_compile(region) or _running_clock(region):
             return
         leaves = self._regions.pending(region)
         if leaves and not all(self._cheap(work) for work in leaves):
@@ -202,6 +204,15 @@ _CHEAP_OPS = frozenset(
 _DISPATCH_OR_COMPILE = re.compile(r"compil|dispatch|submit|trac(?:e|ing)\b|lower(?:ed|ing)\b", re.IGNORECASE)
 # A name that says the same of the figure it holds: `warmup_time`, `compile_s`, `jit_seconds`.
 _COMPILE_NAME = re.compile(r"warm_?up|compil|^jit_|_jit_", re.IGNORECASE)
+
+
+def _running_clock(region: TimedRegion) -> bool:
+    """The clock is started once and read on every iteration of a loop that does not restart
+    it (`start = time.time()` before the epochs; `print(time.time() - start)` in each): a
+    running total of elapsed time, off by at most the one step still in flight, not a
+    measurement of the code between the two reads."""
+    started = {id(n) for n in region.start_path}
+    return any(isinstance(n, (cst.For, cst.While)) and id(n) not in started for n in region.end_path)
 
 
 def _labelled_as_dispatch_or_compile(region: TimedRegion) -> bool:
