@@ -4,8 +4,14 @@
 `range(1, maxiter + 1)` with `maxiter = 30` assigned in the function or the module,
 `range(len(prompts))` and `enumerate(prompts)` with `prompts` assigned literal lists
 (every assignment known: the largest counts),
-`zip(...)` (the shortest known), a literal tuple or list. Anything else (a parameter, a config
-field, a data set, a `while` loop) is unknown: None.
+`zip(...)` (the shortest known), a literal tuple or list, and a configuration field
+(`range(cfg.num_samples)`, `args.num_samples`, `FLAGS.num_samples`) at the default the file
+declares for it (`config_defaults`: a dataclass field, `add_argument(..., default=1)`,
+`flags.DEFINE_integer`). Anything else (a parameter some caller elsewhere sets, a data set, a
+`while` loop) is unknown: None.
+
+`loop_runs` classes a loop as few or many times with the reading of its header that says so,
+and `loop_evidence`/`call_chain_evidence` state it as a finding's evidence.
 
 `FEW` is the count at or below which a loop runs "a few times" for a per-iteration cost such as
 a host copy or a Python wrapper's overhead: the ecosystem check's judging standard counts a
@@ -32,6 +38,7 @@ __all__ = [
     "LoopRuns",
     "Often",
     "call_chain_evidence",
+    "config_defaults",
     "describe_loop",
     "loop_evidence",
     "integer_value",
@@ -236,6 +243,10 @@ def _integer(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode]
         return None
     if isinstance(expr, cst.Name):
         return _most(_integer(ctx, value, path, depth + 1) for value in _assigned(ctx, expr.value, path))
+    if isinstance(expr, cst.Attribute):
+        # `cfg.num_samples`, `args.num_samples`, `FLAGS.num_samples`: the default the file
+        # declares for that field, the value a run gets unless somebody asks for another.
+        return config_defaults(ctx).get(expr.attr.value)
     if (
         isinstance(expr, cst.Call)
         and isinstance(expr.func, cst.Name)
@@ -302,3 +313,66 @@ def _most(counts: Iterable[int | None]) -> int | None:
     if not known or any(c is None for c in known):
         return None
     return max(known)  # type: ignore[type-var]
+
+
+def config_defaults(ctx: FileContext) -> dict[str, int]:
+    """The integer defaults the file declares for configuration fields, by field name: class
+    attributes with a literal value (`num_samples: int = 1` in a dataclass or config class),
+    `parser.add_argument("--num-samples", default=1)`, `flags.DEFINE_integer("num_samples",
+    1, ...)`. A name given two different defaults is left out. Computed once per file."""
+    found = getattr(ctx, "_config_defaults", None)
+    if found is None:
+        found = _collect_defaults(ctx.module)
+        ctx._config_defaults = found  # type: ignore[attr-defined]
+    return found
+
+
+def _collect_defaults(module: cst.Module) -> dict[str, int]:
+    values: dict[str, set[int]] = {}
+
+    def add(name: str, value: cst.BaseExpression | None) -> None:
+        if isinstance(value, cst.Integer):
+            values.setdefault(name.lstrip("-").replace("-", "_"), set()).add(int(value.evaluated_value))
+
+    for node in _iter_config_nodes(module):
+        if isinstance(node, cst.ClassDef):
+            for statement in node.body.body:
+                if not isinstance(statement, cst.SimpleStatementLine):
+                    continue
+                for small in statement.body:
+                    if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                        add(small.target.value, small.value)
+                    elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                        add(small.targets[0].target.value, small.value)
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            method = node.func.attr.value
+            positional = [a.value for a in node.args if a.keyword is None and not a.star]
+            keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+            if method == "add_argument" and "default" in keywords:
+                flags = [p for p in positional if isinstance(p, cst.SimpleString)]
+                long = [f for f in flags if f.evaluated_value.startswith("--")] or flags  # type: ignore[union-attr]
+                dest = keywords.get("dest")
+                if isinstance(dest, cst.SimpleString):
+                    add(str(dest.evaluated_value), keywords["default"])
+                elif long:
+                    add(str(long[0].evaluated_value), keywords["default"])
+            elif method == "DEFINE_integer" and positional and isinstance(positional[0], cst.SimpleString):
+                default = positional[1] if len(positional) > 1 else keywords.get("default")
+                add(str(positional[0].evaluated_value), default)
+    return {name: next(iter(found)) for name, found in values.items() if len(found) == 1}
+
+
+def _iter_config_nodes(module: cst.Module) -> Iterable[cst.CSTNode]:
+    """Classes and `add_argument`/`DEFINE_integer` calls, wherever they are."""
+    from ._walk import iter_children
+
+    stack: list[cst.CSTNode] = [module]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.ClassDef):
+            yield node
+        elif isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("add_argument", "DEFINE_integer"):
+                yield node
+        stack.extend(iter_children(node))
