@@ -58,6 +58,7 @@ __all__ = [
     "in_test",
     "is_test_file",
     "is_host_copy",
+    "has_modulo",
     "periodic",
     "runs_many_times",
 ]
@@ -819,7 +820,7 @@ def periodic(path: Sequence[cst.CSTNode], loop: Loop | cst.FunctionDef) -> bool:
         node, child = path[index], path[index + 1]
         if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
             return False
-        if isinstance(node, cst.If) and child is node.body and (_has_modulo(node.test) or _names_a_modulo(node.test, loop)):
+        if isinstance(node, cst.If) and child is node.body and (has_modulo(node.test) or _names_a_modulo(node.test, loop)):
             return True
     return False
 
@@ -837,7 +838,7 @@ def _names_a_modulo(test: cst.BaseExpression, loop: Loop) -> bool:
         if isinstance(node, cst.Assign) and any(
             isinstance(t.target, cst.Name) and t.target.value in names for t in node.targets
         ):
-            if _has_modulo(node.value):
+            if has_modulo(node.value):
                 return True
         stack.extend(iter_children(node))
     return False
@@ -854,7 +855,8 @@ def _walk_names(expr: cst.CSTNode) -> list[cst.Name]:
     return []
 
 
-def _has_modulo(expr: cst.CSTNode) -> bool:
+def has_modulo(expr: cst.CSTNode) -> bool:
+    """`step % every == 0` and the like (not `"%d" % n` string formatting)."""
     stack = [expr]
     while stack:
         node = stack.pop()

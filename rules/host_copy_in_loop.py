@@ -98,7 +98,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from jaxlint._callgraph import periodic
+from jaxlint._callgraph import has_modulo, periodic
 from jaxlint._frequency import Often, loop_evidence, loop_runs
 from jaxlint._context import Loop
 from jaxlint._device import HostCopy
@@ -898,7 +898,7 @@ def _sometimes(test: cst.BaseExpression, loop: Loop) -> bool:
     """A guard that holds on some iterations only: periodic (`step % 100 == 0`) or a
     comparison of the loop's counter (`if i == last:`, `if step >= warmup:`). Presence checks
     (`if key in acts:`, `if x is not None:`) and flags (`if verbose:`) hold on every iteration."""
-    if _is_periodic(test):
+    if has_modulo(test):
         return True
     steps = counters(loop)
     for node in iter_subtree(test):
@@ -910,14 +910,6 @@ def _sometimes(test: cst.BaseExpression, loop: Loop) -> bool:
             ):
                 return True
     return False
-
-
-def _is_periodic(test: cst.BaseExpression) -> bool:
-    """`step % 100 == 0` and the like."""
-    return any(
-        isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
-        for n in iter_subtree(test)
-    )
 
 
 def _fresh(ctx, value: cst.BaseExpression, value_path: list[cst.CSTNode], loop: Loop, inner: list[Loop] = ()) -> bool:  # type: ignore[no-untyped-def,assignment]
