@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import itertools
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,14 +128,14 @@ def glob_match(text: str, pattern: str) -> bool:
 
 def _relative(path: Path, root: Path) -> str:
     try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
+        return Path(os.path.realpath(path)).relative_to(os.path.realpath(root)).as_posix()
     except ValueError:
         return path.as_posix()
 
 
 def find_config(start: Path) -> Path | None:
     """The nearest pyproject.toml with a `[tool.jaxlint]` table, from `start` upwards."""
-    current = start.resolve()
+    current = Path(os.path.realpath(start))  # never raises on a symlink loop, unlike resolve()
     if current.is_file() or not current.exists():
         current = current.parent
     for directory in (current, *current.parents):
@@ -159,7 +160,7 @@ def _string_list(table: dict[str, Any], key: str, where: str) -> list[str]:
 def load_settings(config_file: Path | None, root: Path | None = None) -> Settings:
     """Settings from `config_file` (defaults if None), validated."""
     if config_file is None:
-        return Settings(root=(root or Path.cwd()).resolve())
+        return Settings(root=Path(os.path.realpath(root or Path.cwd())))
     where = f"{config_file} [tool.jaxlint]"
     try:
         data = tomllib.loads(config_file.read_text(encoding="utf-8"))
@@ -168,7 +169,7 @@ def load_settings(config_file: Path | None, root: Path | None = None) -> Setting
     table = data.get("tool", {}).get("jaxlint", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: must be a table")
-    settings = Settings(root=config_file.parent.resolve(), config_file=config_file)
+    settings = Settings(root=Path(os.path.realpath(config_file.parent)), config_file=config_file)
     slugs = {rule.SLUG: rule for rule in all_rules()}
     known = (*_LIST_KEYS, "per-file-ignores", *slugs)
     for key, value in table.items():

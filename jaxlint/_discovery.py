@@ -1,8 +1,14 @@
 """Which files a run lints: explicit files always, `.py` files under directories unless
-excluded (ruff's default excludes, plus `exclude`/`extend-exclude`)."""
+excluded (ruff's default excludes, plus `exclude`/`extend-exclude`).
+
+Directory symlinks are followed (each real directory once, so a link loop ends); a file or
+directory reached through a link that leads out of every path the user named is marked
+`outside`: it is linted, but `fix` does not write it.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -11,29 +17,64 @@ from pathlib import Path
 from ._config import Settings
 
 
-__all__ = ["SourceFile", "discover"]
+__all__ = ["SourceFile", "discover", "printable"]
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
 
 @dataclass(frozen=True)
 class SourceFile:
-    """A file to lint: `display` as the user will see it, `path` to read it."""
+    """A file to lint: `display` as the user will see it, `path` to read it; `outside`
+    when it lies (through a symlink) outside every path named on the command line."""
 
     display: str
     path: Path
+    outside: bool = False
+
+
+def printable(text: str) -> str:
+    """`text` safe to print and encode: bytes of a file name that are not UTF-8 (which
+    Python keeps as lone surrogates) are shown as `\\xff` escapes."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def real_path(path: str | os.PathLike[str]) -> Path:
+    """The path with every symlink resolved; unlike `Path.resolve`, never raises on a loop."""
+    return Path(os.path.realpath(path))
+
+
+def _is_within(path: Path, roots: Iterable[Path]) -> bool:
+    return any(path == root or root in path.parents for root in roots)
 
 
 def _excluded_with_parents(path: Path, settings: Settings) -> bool:
     """Whether `path` or a directory above it (up to the project root) is excluded."""
-    resolved = path.resolve()
-    root = settings.root.resolve()
+    resolved = real_path(path)
+    root = real_path(settings.root)
     for candidate in (resolved, *resolved.parents):
         if candidate == root or root not in candidate.parents:
             break
         if settings.is_excluded(candidate):
             return True
     return False
+
+
+def _missing(path: Path) -> str:
+    """Why a path that `exists()` denies cannot be read."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "symbolic link loop"
+        if path.is_symlink():
+            return "broken symbolic link"
+        if error.errno == errno.EACCES:
+            return "permission denied"
+    return "no such file or directory"
 
 
 def discover(
@@ -46,31 +87,41 @@ def discover(
     """
     files: dict[Path, SourceFile] = {}
     errors: list[str] = []
+    arguments = list(arguments)
+    roots = [real_path(argument) for argument in arguments]
     for argument in arguments:
         path = Path(argument)
         if not path.exists():
-            kind = "broken symbolic link" if path.is_symlink() else "no such file or directory"
-            errors.append(f"{argument}: {kind}")
+            errors.append(f"{printable(argument)}: {_missing(path)}")
             continue
         if force_exclude and _excluded_with_parents(path, settings):
             continue
         if path.is_file():
-            files.setdefault(path.resolve(), SourceFile(argument, path))
+            files.setdefault(real_path(path), SourceFile(printable(argument), path))
             continue
         if not path.is_dir():
-            errors.append(f"{argument}: not a regular file or directory")
+            errors.append(f"{printable(argument)}: not a regular file or directory")
             continue
-        for directory, subdirectories, names in os.walk(path, onerror=None):
+        seen = {real_path(path)}
+        for directory, subdirectories, names in os.walk(path, followlinks=True):
             base = Path(directory)
-            subdirectories[:] = sorted(
-                d for d in subdirectories if not settings.is_excluded(base / d)
-            )
+            kept = []
+            for name in sorted(subdirectories):
+                real = real_path(base / name)
+                if real in seen or settings.is_excluded(base / name):
+                    continue  # a link back to a directory already walked, or excluded
+                seen.add(real)
+                kept.append(name)
+            subdirectories[:] = kept
             for name in sorted(names):
                 if not name.endswith(PYTHON_SUFFIXES):
                     continue
                 candidate = base / name
                 if settings.is_excluded(candidate) or not candidate.is_file():
-                    continue  # excluded, or a broken link found while walking
+                    continue  # excluded, or a broken link or link loop found while walking
                 display = os.path.normpath(os.path.join(argument, os.path.relpath(candidate, path)))
-                files.setdefault(candidate.resolve(), SourceFile(display, candidate))
+                real = real_path(candidate)
+                files.setdefault(
+                    real, SourceFile(printable(display), candidate, outside=not _is_within(real, roots))
+                )
     return list(files.values()), errors

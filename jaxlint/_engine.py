@@ -85,11 +85,30 @@ class SourceError(Exception):
 def decode_source(data: bytes) -> tuple[str, str]:
     """Decode `data` as Python source (PEP 263 cookie, BOM); return (text, encoding)."""
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        encoding, _ = tokenize.detect_encoding(_first_lines(data))
         return data.decode(encoding), encoding
     except (SyntaxError, LookupError, UnicodeDecodeError) as error:
         reason = error.reason if isinstance(error, UnicodeDecodeError) else str(error)
         raise SourceError(f"cannot decode source: {reason}") from None
+
+
+_BYTE_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)?")
+
+
+def _first_lines(data: bytes) -> Callable[[], bytes]:
+    """A `readline` over `data` that ends lines at `\\r` too, as CPython's tokenizer does
+    (`tokenize.detect_encoding` with `BytesIO.readline` would read a file with only `\\r`
+    line endings as one line, and miss a coding cookie on its first or second line)."""
+    position = 0
+
+    def readline() -> bytes:
+        nonlocal position
+        match = _BYTE_LINE.match(data, position)
+        line = match.group() if match else b""
+        position += len(line)
+        return line
+
+    return readline
 
 
 @lru_cache(maxsize=None)

@@ -165,10 +165,19 @@ def fix_source(
         ]
         if not candidates:
             return outcome
+        # libcst drops the last line ending of a file with only `\r` line endings; what it
+        # cannot reproduce at the end is put back after the fix, anything else is refused.
+        unchanged = analysis.module.bytes
+        if not outcome.fixed.startswith(unchanged):
+            outcome.error = f"{path}: cannot fix: the parser does not reproduce this file byte for byte"
+            outcome.fixed = data
+            outcome.applied = 0
+            return outcome
+        lost_tail = outcome.fixed[len(unchanged) :]
         chosen = _non_overlapping(analysis.module, candidates)
         try:
             fixed_module = apply_fixes(analysis.module, chosen)
-            new_bytes = fixed_module.bytes
+            new_bytes = fixed_module.bytes + lost_tail
             cst.parse_module(fixed_module.code, config=analysis.module.config_for_parsing)
         except Exception as error:  # noqa: BLE001 - a broken fix must never reach the disk
             rules_involved = ", ".join(sorted({f.title for f in chosen}))

@@ -102,13 +102,19 @@ def _strip_leading_indent(lines: list[str]) -> list[str]:
 def read_notebook(data: bytes) -> NotebookSource:
     """The code of a notebook's code cells, or `NotebookError` with a one-line reason."""
     try:
-        document = json.loads(data.decode("utf-8"))
+        # Numbers are kept as text: no cell needs them, and a huge integer in the metadata
+        # would otherwise exceed Python's int conversion limit.
+        document = json.loads(data.decode("utf-8"), parse_int=str)
     except UnicodeDecodeError as error:
         raise NotebookError(f"broken notebook: not UTF-8 ({error.reason})") from None
     except json.JSONDecodeError as error:
         raise NotebookError(
             f"broken notebook: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
         ) from None
+    except RecursionError:
+        raise NotebookError("broken notebook: JSON nested too deeply") from None
+    except ValueError as error:
+        raise NotebookError(f"broken notebook: {str(error).splitlines()[0]}") from None
     cells = document.get("cells") if isinstance(document, dict) else None
     if not isinstance(cells, list):
         raise NotebookError("broken notebook: no list of cells")

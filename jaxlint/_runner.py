@@ -9,7 +9,7 @@ import json
 import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 
 from ._config import Settings
@@ -79,7 +79,7 @@ class LintCache:
         self.dirty = False
         try:
             entries = json.loads(self.file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             entries = {}
         # A cache is only ever a shortcut: one that is not what `save` writes is ignored.
         self.entries = entries if isinstance(entries, dict) else {}
@@ -92,15 +92,10 @@ class LintCache:
         entry = self.entries.get(key)
         if entry is None:
             return None
-        try:
-            findings = [
-                Finding(**{**f, "evidence": tuple(f.get("evidence", ()))})  # type: ignore[arg-type, union-attr]
-                for f in entry["findings"]  # type: ignore[index, union-attr]
-            ]
-            return FileResult(str(entry["path"]), findings)  # type: ignore[index]
-        except (KeyError, TypeError, ValueError):
+        result = _cached_result(entry)
+        if result is None:
             del self.entries[key]  # corrupt: lint the file again and rewrite the entry
-            return None
+        return result
 
     def put(self, key: str, result: FileResult) -> None:
         if result.error is not None:
@@ -117,10 +112,49 @@ class LintCache:
             if not gitignore.exists():
                 gitignore.write_text("*\n", encoding="utf-8")
             temporary = self.file.with_suffix(f".{os.getpid()}.tmp")
-            temporary.write_text(json.dumps(self.entries), encoding="utf-8")
-            os.replace(temporary, self.file)
+            try:
+                temporary.write_text(json.dumps(self.entries), encoding="utf-8")
+                os.replace(temporary, self.file)
+            finally:
+                if temporary.exists():
+                    temporary.unlink()
         except OSError:
             pass  # a cache that cannot be written is only slower, never wrong
+
+
+_FINDING_TYPES = {
+    field.name: (int,) if field.type == "int" else (str,) if field.type == "str" else (str, type(None))
+    for field in fields(Finding)
+    if field.name not in ("cell", "evidence")
+}
+
+
+def _cached_result(entry: object) -> FileResult | None:
+    """The result a cache entry holds, or None unless every value has the type `put`
+    writes (a cache file is data that anything may have changed)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+        return None
+    raw = entry.get("findings")
+    if not isinstance(raw, list):
+        return None
+    findings = []
+    for item in raw:
+        if not isinstance(item, dict) or set(item) != {*_FINDING_TYPES, "cell", "evidence"}:
+            return None
+        evidence = item["evidence"]
+        if not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence):
+            return None
+        for name, types in _FINDING_TYPES.items():
+            value = item[name]
+            if not isinstance(value, types) or isinstance(value, bool):
+                return None
+        cell = item["cell"]
+        if not (cell is None or (isinstance(cell, int) and not isinstance(cell, bool) and cell >= 1)):
+            return None
+        if min(item["line"], item["column"], item["end_line"], item["end_column"]) < 1:
+            return None
+        findings.append(Finding(**{**item, "evidence": tuple(evidence)}))
+    return FileResult(entry["path"], findings)
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
