@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import io
+import itertools
+import os
 import re
 import sys
 import tokenize
@@ -184,6 +186,14 @@ def analyze(
     # Test code is no hot path, and every rule is about time spent where a program runs many
     # times: a test file is only checked for syntax, like a file that is not JAX code.
     lint = any(token in text for token in FAMILY_TOKENS) and not is_test_file(path)
+    if _may_nest_deeply(text):
+        deep = _nesting_problem(path, text)
+        if isinstance(deep, Finding):
+            result.findings.append(_locate_in_notebook(deep, notebook))
+            return Analysis(result)
+        if deep is not None:
+            result.error = deep
+            return Analysis(result)
     if not lint:
         # No rule can fire, so only check that it parses (CPython's parser is ~6x faster
         # than libcst's; libcst decides when they disagree on new syntax).
@@ -263,6 +273,61 @@ def _broken_cell_finding(path: str, cell: int, code: str) -> Finding:
     if error is None:
         return _jl000_at(path, code, 1, 1, "invalid syntax", cell=cell)
     return _jl000_at(path, code, error.lineno or 1, max(error.offset or 1, 1), error.msg, cell=cell)
+
+
+# CPython refuses more than 200 nested brackets; libcst's parser takes minutes on a thousand
+# and dies of a stack overflow (SIGSEGV) beyond about two thousand, as it does on expressions
+# of many thousand operators on one line.
+_BRACKETS_ONLY = re.compile(r"[^()\[\]{}]+")
+_RISKY_DEPTH = 100
+_RISKY_LINE = 10_000
+_NESTING_MESSAGES = ("too many nested", "too many levels of indentation", "too many statically nested")
+
+
+def _may_nest_deeply(text: str) -> bool:
+    """A cheap look (about 0.2% of a parse) for what could crash or stall the parser:
+    brackets nested 100 deep (strings included, so it can only over-report) or a very long
+    line."""
+    brackets = _BRACKETS_ONLY.sub("", text)
+    if len(brackets) >= _RISKY_DEPTH:
+        depth = itertools.accumulate(1 if c in "([{" else -1 for c in brackets)
+        if max(depth) >= _RISKY_DEPTH:
+            return True
+    return len(text) > _RISKY_LINE and max(map(len, source_lines(text))) > _RISKY_LINE
+
+
+def _nesting_problem(path: str, text: str) -> Finding | str | None:
+    """For a file that may nest too deeply: a JL000 finding when CPython refuses its
+    nesting, an error line when it cannot be parsed safely, None when it can."""
+    try:
+        compile(text, "<jaxlint>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as error:
+        if error.msg.startswith(_NESTING_MESSAGES):
+            return _jl000_at(path, text, error.lineno or 1, max(error.offset or 1, 1), error.msg)
+    except (RecursionError, MemoryError):
+        return f"{path}: nested too deeply to parse"
+    except ValueError:
+        pass
+    if not _parser_survives(text):
+        return f"{path}: nested too deeply to parse (the parser crashed on it)"
+    return None
+
+
+def _parser_survives(text: str) -> bool:
+    """Whether libcst parses `text` without killing the process, tried in a forked child
+    (a stack overflow in its native parser is a SIGSEGV, which no `except` catches)."""
+    if not hasattr(os, "fork"):
+        return True
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            cst.parse_module(text)
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return not os.WIFSIGNALED(status)
 
 
 def _cpython_syntax_error(text: str) -> SyntaxError | None:

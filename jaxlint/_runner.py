@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
-import sys
 import json
+import multiprocessing
 import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -165,6 +169,81 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("fork")
 
 
+def _worker_start(parent: int) -> None:
+    """Set up a pool worker: Ctrl-C is the parent's to handle (it stops the pool), and the
+    worker exits when its parent dies, however it died, without holding the parent's
+    stdout and stderr open meanwhile (a reader of them would never see their end)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.25)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="jaxlint-parent-watch", daemon=True).start()
+
+
+def new_pool(workers: int) -> ProcessPoolExecutor:
+    """A process pool whose workers die with this process and leave Ctrl-C to it."""
+    return ProcessPoolExecutor(
+        max_workers=workers, mp_context=_pool_context(), initializer=_worker_start, initargs=(os.getpid(),)
+    )
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop `pool` now: cancel what has not started and end the workers (on Ctrl-C, the
+    file a worker is in the middle of is not worth waiting for)."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    processes = getattr(pool, "_processes", None) or {}  # private, hence the care
+    for process in list(processes.values()):
+        if isinstance(process, multiprocessing.process.BaseProcess) and process.is_alive():
+            process.terminate()
+
+
+def _crashed(display: str) -> FileResult:
+    return FileResult(display, error=f"{display}: the linter crashed on this file (nested too deeply?); not linted")
+
+
+_Item = tuple[int, str, bytes, tuple[str, ...], "str | None"]
+
+
+def _lint_in_pool(
+    order: Sequence[_Item], workers: int, options: dict[str, dict[str, object]]
+) -> list[tuple[_Item, FileResult]]:
+    """Lint `order` in a pool of `workers`. A worker that dies (a crash in native code)
+    breaks the pool; every file it left unlinted is then linted again in a process of its
+    own, so the crash is reported against its file and the other files are still linted."""
+    computed: list[tuple[_Item, FileResult]] = []
+    unfinished: list[_Item] = []
+    pool = new_pool(workers)
+    try:
+        futures = [(item, pool.submit(_lint_one, item[1], item[2], item[3], options)) for item in order]
+        for item, future in futures:
+            try:
+                computed.append((item, future.result()))
+            except BrokenProcessPool:
+                unfinished.append(item)
+    except BaseException:
+        stop_pool(pool)
+        raise
+    pool.shutdown()
+    for item in unfinished:
+        alone = new_pool(1)
+        try:
+            computed.append((item, alone.submit(_lint_one, item[1], item[2], item[3], options).result()))
+        except BrokenProcessPool:
+            computed.append((item, _crashed(item[1])))
+        except BaseException:
+            stop_pool(alone)
+            raise
+        alone.shutdown()
+    return computed
+
+
 def lint_files(
     files: Sequence[SourceFile],
     settings: Settings,
@@ -193,12 +272,7 @@ def lint_files(
     if workers > 1 and len(pending) >= _POOL_THRESHOLD:
         # Largest files first, so the pool does not end waiting on one big file.
         order = sorted(pending, key=lambda item: -len(item[2]))
-        with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
-            futures = [
-                (item, pool.submit(_lint_one, item[1], item[2], item[3], settings.rule_options))
-                for item in order
-            ]
-            computed = [(item, future.result()) for item, future in futures]
+        computed = _lint_in_pool(order, workers, settings.rule_options)
     else:
         computed = [
             (item, _lint_one(item[1], item[2], item[3], settings.rule_options)) for item in pending

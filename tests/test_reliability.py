@@ -199,3 +199,94 @@ def test_a_cache_path_that_is_a_directory_leaves_no_temporary_file(tmp_path: Pat
     for _ in range(2):
         assert run_cli("check", "a.py").exit_code == 1
     assert [p.name for p in cache_file.parent.iterdir()] == [cache_file.name]
+
+
+# -- row 3: brackets nested deeper than any parser should go ---------------------------------
+
+
+@pytest.mark.parametrize("jax", ["import jax\n", ""])
+@pytest.mark.parametrize(
+    "expression",
+    ["(" * 3000 + "1" + ")" * 3000, "f(" * 1000 + "1" + ")" * 1000, "[" * 300 + "]" * 300],
+    ids=["parens-3000", "calls-1000", "lists-300"],
+)
+def test_brackets_nested_too_deep_are_a_syntax_error(tmp_path: Path, run_cli, jax: str, expression: str) -> None:
+    write(tmp_path / "deep.py", f"{jax}x = {expression}\n")
+    write(tmp_path / "good.py", CHAIN)
+    for command in ("check", "fix"):
+        result = run_cli(command, "--output-format", "concise", ".")
+        assert result.exit_code == 1, result.output
+        [syntax] = [line for line in result.stdout.splitlines() if "JL000" in line]
+        assert syntax.startswith(f"deep.py:{1 + bool(jax)}:")
+        assert syntax.endswith("SyntaxError: too many nested parentheses")
+    assert CHAIN_FIXED_LINE in (tmp_path / "good.py").read_text()
+
+
+def test_a_parser_crash_in_a_worker_is_reported_against_its_file(tmp_path: Path, monkeypatch) -> None:
+    """A worker killed by a signal (a stack overflow in native code) costs its own file
+    only: the others are linted, the crashed one is one error."""
+    import signal
+
+    from jaxlint import _runner
+    from jaxlint._config import load_settings
+    from jaxlint._discovery import discover
+    from jaxlint._registry import default_rules
+
+    if _runner._pool_context().get_start_method() != "fork":
+        pytest.skip("the crash is injected into forked workers")
+    lint_one = _runner._lint_one
+
+    def crashing(display, data, slugs, options):  # type: ignore[no-untyped-def]
+        if display.endswith("crash.py"):
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return lint_one(display, data, slugs, options)
+
+    crashing.__module__, crashing.__qualname__ = "jaxlint._runner", "_lint_one"  # pickled by name
+    monkeypatch.setattr(_runner, "_lint_one", crashing)
+    for index in range(20):
+        write(tmp_path / f"m{index:02}.py", CHAIN)
+    write(tmp_path / "crash.py", CHAIN)
+    settings = load_settings(None, tmp_path)
+    files, _ = discover([str(tmp_path)], settings)
+    results = _runner.lint_files(files, settings, default_rules(), jobs=2)
+    errors = [r.error for r in results if r.error]
+    assert errors == [f"{tmp_path}/crash.py: the linter crashed on this file (nested too deeply?); not linted"]
+    assert sum(len(r.findings) for r in results) == 20
+
+
+# -- row 6: pool workers die with their parent -------------------------------------------------
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_pool_workers_die_with_their_parent(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    script = (
+        "import os, sys, time\n"
+        "from jaxlint._runner import new_pool\n"
+        "pool = new_pool(2)\n"
+        "futures = [pool.submit(time.sleep, 600) for _ in range(2)]\n"
+        "while len(pool._processes) < 2: time.sleep(0.05)\n"
+        "print(*pool._processes, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as parent:
+        workers = [int(pid) for pid in parent.stdout.readline().split()]  # type: ignore[union-attr]
+        assert len(workers) == 2
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=30)
+        # The workers hold neither stream: both reach their end although they were inherited.
+        assert parent.stdout.read() == b""  # type: ignore[union-attr]
+        assert parent.stderr.read() == b""  # type: ignore[union-attr]
+        deadline = time.monotonic() + 60
+        while any(_state(pid) != "Z" for pid in workers):
+            assert time.monotonic() < deadline, "pool workers outlived their parent"
+            time.sleep(0.1)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"
