@@ -144,6 +144,11 @@ def cli() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Processes (default: every core).")
 @click.option("--no-cache", is_flag=True, help="Lint every file, ignoring and not writing the cache.")
+@click.option(
+    "--evidence",
+    type=click.Path(dir_okay=False),
+    help="A `jaxlint run --output-format json` report: mark findings with what the run measured.",
+)
 def check(
     paths: tuple[str, ...],
     select: tuple[str, ...],
@@ -157,11 +162,13 @@ def check(
     quiet: bool,
     jobs: int | None,
     no_cache: bool,
+    evidence: str | None,
 ) -> None:
     """Report findings in PATHS (default: the current directory)."""
     paths = paths or (".",)
     settings = _settings(paths, config)
     rules = _rules(settings, select, ignore, extend_select)
+    run = _load_evidence(evidence) if evidence is not None else None
     files, errors = discover(paths, settings, force_exclude=force_exclude)
     cache = None if no_cache else LintCache(settings.root, _settings_key(settings, rules))
     results = lint_files(files, settings, rules, jobs=jobs, cache=cache)
@@ -169,6 +176,11 @@ def check(
         cache.save()
     errors += [r.error for r in results if r.error]
     findings = sorted((f for r in results for f in r.findings), key=Finding.sort_key)
+    if run is not None:
+        from ._evidence import apply_evidence
+
+        codes = {r.CODE for r in rules} | {"JL100"}
+        findings = apply_evidence(findings, run, [str(f.path) for f in files], codes)
     stdout = click.get_text_stream("stdout")
     color = _use_color(stdout)
     if statistics:
@@ -182,6 +194,15 @@ def check(
     if errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_CLEAN)
+
+
+def _load_evidence(path: str):  # type: ignore[no-untyped-def]
+    from ._evidence import EvidenceError, load_evidence
+
+    try:
+        return load_evidence(path)
+    except EvidenceError as error:
+        raise UsageProblem(str(error)) from None
 
 
 def _settings_key(settings: Settings, rules: Sequence[type[Rule]]) -> str:

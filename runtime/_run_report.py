@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 
 if TYPE_CHECKING:
-    from ._profile import CompileEvent, RunProfile, Site
+    from ._profile import CompileEvent, RunProfile
 
+Site = tuple[str, int]
 
 RULES = {
     "JL002": "filter-jit-per-call",
@@ -168,15 +169,19 @@ class RunReport:
             if event.key not in rebuilt:
                 groups[event.key].append(event)
         for (name, _), events in groups.items():
-            again = [e for e in events if not e.new_function and e.site is not None]
-            finding = self._recompile(name, events, again) if again else None
-            if finding is not None:
-                findings.append(finding)
+            # Each call site is judged on its own: a ragged last batch in training and another
+            # in evaluation are two one-off recompiles, not one function recompiling twice.
+            by_site: dict[Site, list[CompileEvent]] = defaultdict(list)
+            for e in events:
+                if not e.new_function and e.site is not None:
+                    by_site[e.site].append(e)
+            for site, again in by_site.items():
+                finding = self._recompile(name, len(events), site, again)
+                if finding is not None:
+                    findings.append(finding)
         return findings
 
-    def _recompile(self, name: str, events: list[CompileEvent], again: list[CompileEvent]) -> RunFinding | None:
-        site = Counter(e.site for e in again).most_common(1)[0][0]
-        assert site is not None
+    def _recompile(self, name: str, total: int, site: Site, again: list[CompileEvent]) -> RunFinding | None:
         seconds = sum(e.seconds for e in again)
         n = len(again)
         shapes = [_shape_changes(e) for e in again]
@@ -211,8 +216,8 @@ class RunReport:
         shown = "; ".join(reasons[:3]) + ("; ..." if len(reasons) > 3 else "")
         return RunFinding(
             site[0], site[1], "JL100", RULES["JL100"],
-            f"`{name}` was compiled {n + 1 if len(events) > n else n} times, {n} more than once, taking "
-            f"{fmt_seconds(seconds)} for the recompiles ({shown}); keep shapes, dtypes and static "
+            f"`{name}` was compiled {total} times, {n} of them again from this line, taking "
+            f"{fmt_seconds(seconds)} ({shown}); keep shapes, dtypes and static "
             "arguments the same from call to call",
             seconds, n, {"recompiles": n, "reasons": reasons[:8]},
         )  # fmt: skip

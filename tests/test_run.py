@@ -267,3 +267,83 @@ def test_run_usage_errors(run_cli, args: list[str], message: str) -> None:  # ty
     result = run_cli(*args)
     assert result.exit_code == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+# -- jaxlint check --evidence -----------------------------------------------------------------
+def test_check_with_evidence_marks_and_adds(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    script = _ragged_script(tmp_path)
+    # Batches cut by np.split: the static rule cannot tell the last one is smaller; the run can.
+    source = script.read_text(encoding="utf-8").replace(
+        "if __name__ == '__main__':",
+        "if __name__ == '__main__':\n"
+        "    xs = np.ones((100, 8), np.float32)\n"
+        "    for batch in np.split(xs, [32, 64, 96]):\n"
+        "        loss_sum(np.ones(8, np.float32), batch, batch[:, 0])  # the split line\n",
+    )
+    script.write_text(source, encoding="utf-8")
+    split_line = next(i for i, line in enumerate(source.splitlines(), 1) if "# the split line" in line)
+    static = json.loads(run_cli("check", "--output-format", "json", "ragged.py").stdout)
+    assert [(f["line"], f["code"]) for f in static] == [(21, "JL004")]
+
+    assert run_cli("run", "--output-format", "json", "-o", "run.json", "--", script).exit_code == 0
+    doc = json.loads((tmp_path / "run.json").read_text(encoding="utf-8"))
+    assert {(f["line"], f["code"]) for f in doc["findings"]} == {(21, "JL004"), (split_line, "JL004")}
+
+    result = run_cli("check", "--evidence", "run.json", "--output-format", "json", "ragged.py")
+    assert result.exit_code == 1, result.output
+    found = {(f["line"], f["code"]): f for f in json.loads(result.stdout)}
+    assert set(found) == {(21, "JL004"), (split_line, "JL004")}
+    [fact] = found[(21, "JL004")]["evidence"]
+    assert fact.startswith("measured in the run (cpu): ") and "compiled a second time for a smaller batch" in fact
+    assert "padded_batches" not in fact  # the measurement, not the advice again
+    added = found[(split_line, "JL004")]
+    assert added["evidence"][0] == "found by `jaxlint run` (run.json), not by the static rules"
+    assert added["message"].startswith("`loss_sum` was compiled a second time for a smaller batch (`x`: [4, 8] after [32, 8])")
+
+    text = run_cli("check", "--evidence", "run.json", "ragged.py").stdout
+    assert "= why: measured in the run (cpu): " in text
+    ignored = run_cli("check", "--evidence", "run.json", "--ignore", "JL004", "--output-format", "json", "ragged.py")
+    assert json.loads(ignored.stdout) == []
+
+
+def test_check_evidence_says_when_a_flagged_line_cost_nothing(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "prog.py").write_text(
+        textwrap.dedent("""\
+            import jax
+            import jax.numpy as jnp
+
+
+            @jax.jit
+            def step(x):
+                return x + 1
+
+
+            x = jnp.zeros(3)
+            for _ in range(50):
+                x = step(x)
+                print(float(x[0]))
+            """),
+        encoding="utf-8",
+    )
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({
+        "jaxlint_run": 1, "wall_seconds": 1.0, "device": {"device_kind": "cpu"}, "findings": [],
+        "lines": [{"path": "prog.py", "file": str(tmp_path / "prog.py"), "line": 13, "seconds": 0.0,
+                   "host_syncs": 50, "host_waits": 0, "host_wait_seconds": 0.0}],
+    }), encoding="utf-8")  # fmt: skip
+    result = run_cli("check", "--evidence", run, "--output-format", "json", "prog.py")
+    [finding] = [f for f in json.loads(result.stdout) if f["code"] == "JL005"]
+    assert finding["line"] == 13
+    assert any("converted device arrays here 50 times and none of them waited" in e for e in finding["evidence"])
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(None, "cannot read"), ("{", "not JSON"), ("[]", "not a `jaxlint run` JSON report"), ('{"jaxlint_run": 1}', "malformed")],
+)
+def test_check_evidence_errors(run_cli, tmp_path: Path, content: str | None, message: str) -> None:  # type: ignore[no-untyped-def]
+    if content is not None:
+        (tmp_path / "run.json").write_text(content, encoding="utf-8")
+    (tmp_path / "a.py").write_text("x = 1\n", encoding="utf-8")
+    result = run_cli("check", "--evidence", "run.json", "a.py")
+    assert result.exit_code == 2 and message in result.stderr and "Traceback" not in result.stderr
