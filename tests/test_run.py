@@ -293,7 +293,7 @@ def test_check_with_evidence_marks_and_adds(run_cli, tmp_path: Path) -> None:  #
     assert result.exit_code == 1, result.output
     found = {(f["line"], f["code"]): f for f in json.loads(result.stdout)}
     assert set(found) == {(21, "JL004"), (split_line, "JL004")}
-    [fact] = found[(21, "JL004")]["evidence"]
+    fact = found[(21, "JL004")]["evidence"][-1]  # after the static rule's own facts
     assert fact.startswith("measured in the run (cpu): ") and "compiled a second time for a smaller batch" in fact
     assert "padded_batches" not in fact  # the measurement, not the advice again
     added = found[(split_line, "JL004")]
@@ -347,3 +347,15 @@ def test_check_evidence_errors(run_cli, tmp_path: Path, content: str | None, mes
     (tmp_path / "a.py").write_text("x = 1\n", encoding="utf-8")
     result = run_cli("check", "--evidence", "run.json", "a.py")
     assert result.exit_code == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_sarif_describes_the_run_only_code() -> None:
+    from jaxlint._engine import Finding
+    from jaxlint._report import render
+
+    stream = io.StringIO()
+    finding = Finding("a.py", 3, 1, 3, 9, "JL100", "recompile", "`f` was compiled 4 times")
+    render([finding], "sarif", stream, color=False)
+    [run] = json.loads(stream.getvalue())["runs"]
+    [result] = run["results"]
+    assert run["tool"]["driver"]["rules"][result["ruleIndex"]]["id"] == "JL100"

@@ -40,6 +40,10 @@ def _rule_descriptors() -> list[dict[str, Any]]:
 def render_sarif(findings: Sequence[Finding], stream: TextIO) -> None:
     descriptors = _rule_descriptors()
     index = {d["id"]: i for i, d in enumerate(descriptors)}
+    for f in findings:  # codes no rule owns: `jaxlint run`'s JL100 (recompile)
+        if f.code not in index:
+            index[f.code] = len(descriptors)
+            descriptors.append({"id": f.code, "name": f.rule, "shortDescription": {"text": f.rule}})
     results = [
         {
             "ruleId": f.code,
