@@ -377,9 +377,19 @@ class CallGraph:
             return Mode.EAGER
         if escapes or site_modes:
             return Mode.UNKNOWN
+        if self.traced_elsewhere(function):
+            return Mode.TRACED  # other modules call it only from jitted or transformed code
         if name == "main" or self.drives(function):
             return Mode.EAGER
         return Mode.UNKNOWN
+
+    def traced_elsewhere(self, function: Function) -> bool:
+        """Whether the project's other modules call this top-level function only from traced
+        code (`_project`)."""
+        ctx = self.ctx
+        if ctx.project is None or ctx.module_name is None or function.owner is not ctx.module:
+            return False
+        return ctx.project.traced_only(f"{ctx.module_name}.{function.name}")
 
     def _method_mode(self, function: Function) -> Mode:
         owner = function.owner

@@ -23,6 +23,7 @@ from ._engine import Finding
 from ._registry import SelectionError, all_rules, expand, get_rule
 from ._report import FORMATS, render, render_statistics
 from ._rule import Rule
+from ._project import project_for
 from ._runner import LintCache, lint_files, read_source
 from ._version import __version__
 
@@ -255,15 +256,18 @@ def fix(
     remaining: list[Finding] = []
     fixed_files = applied = 0
     stdout = click.get_text_stream("stdout")
-    for file in files:
-        data = read_source(file)
+    sources = [read_source(file) for file in files]
+    # What the other files define, as `check` sees it (read before any file is rewritten).
+    project = project_for((f.display, f.path, d) for f, d in zip(files, sources) if not isinstance(d, str))
+    for file, data in zip(files, sources):
         if isinstance(data, str):
             errors.append(data)
             continue
         file_rules = [r for r in rules if r not in settings.ignored_for(file.path)]
         fix_only = [r for r in file_rules if only is None or r in only]
         outcome = fix_source(
-            file.display, data, file_rules, settings.rule_options, unsafe=unsafe_fixes, fix_rules=fix_only
+            file.display, data, file_rules, settings.rule_options, unsafe=unsafe_fixes, fix_rules=fix_only,
+            project=project,
         )
         if outcome.error:
             errors.append(outcome.error)

@@ -31,6 +31,7 @@ from ._scope import (
 
 
 if TYPE_CHECKING:
+    from ._project import Project
     from ._bindings import BindingIndex
     from ._callgraph import CallGraph
 
@@ -62,10 +63,14 @@ class FunctionInfo:
 class FileContext:
     """The shared analysis of one file, handed to every rule."""
 
-    def __init__(self, path: str, source: str, module: cst.Module) -> None:
+    def __init__(self, path: str, source: str, module: cst.Module, project: Project | None = None) -> None:
         self.path = path
         self.source = source
         self.module = module
+        # The rest of the project (`_project`): what other modules jit and trace. None when
+        # a file is linted alone.
+        self.project = project
+        self.module_name = project.module_of(path) if project is not None else None
         self.ancestors: list[cst.CSTNode] = []
         # Names some `:=` binds; treated as bound in every scope (cheaper than finding the
         # scope each one binds in, and it only ever makes resolution more careful).
@@ -246,7 +251,10 @@ class FileContext:
         path = self.ancestors if ancestors is None else ancestors
         name = self.resolve(call.func, path, anchor=call)
         if name is not None:
-            return _jaxapi.is_array_op(name)
+            if _jaxapi.is_array_op(name):
+                return True
+            # A callable another module of the project jits (`from .steps import step`).
+            return self.project is not None and self.jit.callee(call, path) is not None
         func = call.func
         if isinstance(func, cst.Call) and self.resolve(func.func, path, anchor=call) in _jaxapi.TRANSFORMS:
             return True

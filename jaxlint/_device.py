@@ -663,6 +663,8 @@ class DeviceIndex:
                 return not dispatch and bool(args) and self._holds(args[0], state, path)
             if name.split(".", 1)[0] in _KNOWN_HOST_MODULES:
                 return False
+            if ctx.project is not None and ctx.jit.callee(call, list(path)) is not None:
+                return True  # a callable another module of the project jits
             return self._model_function_call(call, state, path)
         if isinstance(func, cst.Call):
             wrapper = _jaxapi.decorator_target(func.func, lambda e: ctx.resolve(e, path, anchor=call))

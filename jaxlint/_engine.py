@@ -19,6 +19,7 @@ from ._callgraph import is_test_file
 from ._context import FileContext
 from ._notebook import NotebookError, NotebookSource, read_notebook
 from ._positions import positions
+from ._project import Project
 from ._rule import RawFinding, Rule, node_class
 from ._suppress import is_suppressed
 from ._walk import walk
@@ -166,8 +167,10 @@ def analyze(
     data: bytes,
     rules: Sequence[type[Rule]],
     options: dict[str, dict[str, object]] | None = None,
+    project: Project | None = None,
 ) -> Analysis:
-    """Lint `data` (the bytes of the file at `path`) with `rules`."""
+    """Lint `data` (the bytes of the file at `path`) with `rules`; `project` holds what the
+    other files of the run define (`_project`), None for a file alone."""
     result = FileResult(path)
     notebook: NotebookSource | None = None
     try:
@@ -185,7 +188,10 @@ def analyze(
         result.findings.extend(_broken_cell_finding(path, number, code) for number, code in notebook.broken)
     # Test code is no hot path, and every rule is about time spent where a program runs many
     # times: a test file is only checked for syntax, like a file that is not JAX code.
-    lint = any(token in text for token in FAMILY_TOKENS) and not is_test_file(path)
+    # A file that mentions no JAX library may still call what another module of the project
+    # jits (`from .steps import train_step`): then it is JAX code too.
+    calls_jax = project is not None and project.calls_jitted(path)
+    lint = (calls_jax or any(token in text for token in FAMILY_TOKENS)) and not is_test_file(path)
     if _may_nest_deeply(text):
         deep = _nesting_problem(path, text)
         if isinstance(deep, Finding):
@@ -209,10 +215,10 @@ def analyze(
         return Analysis(result)
     if not lint:
         return Analysis(result, module)
-    active = _active_rules(rules, text)
+    active = list(rules) if calls_jax else _active_rules(rules, text)
     if not active:
         return Analysis(result, module)
-    ctx = FileContext(path, text, module)
+    ctx = FileContext(path, text, module, project)
     try:
         raw = _run_rules(ctx, active, options or {})
     except RecursionError:

@@ -11,6 +11,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
+from ._project import Project
 from ._engine import SYNTAX_ERROR_CODE, Finding, analyze
 from ._rule import Applicability, Edit, Fix, Rule
 from ._walk import iter_children
@@ -139,6 +140,7 @@ def fix_source(
     *,
     unsafe: bool = False,
     fix_rules: Collection[type[Rule]] | None = None,
+    project: Project | None = None,
 ) -> FixOutcome:
     """Fix `data` until no applicable fix is left (at most `MAX_PASSES` passes).
 
@@ -149,7 +151,7 @@ def fix_source(
     outcome = FixOutcome(path, data, data)
     fixing = set(rules if fix_rules is None else fix_rules)
     for _ in range(MAX_PASSES):
-        analysis = analyze(path, outcome.fixed, rules, options)
+        analysis = analyze(path, outcome.fixed, rules, options, project)
         outcome.remaining = analysis.result.findings
         if analysis.result.error:
             outcome.error = analysis.result.error

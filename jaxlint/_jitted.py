@@ -181,11 +181,13 @@ class JitIndex:
         func = call.func
         if isinstance(func, cst.Name):
             if func.value not in self.functions:
-                return None
+                return self._imported(func, call, ancestors)
             owner = self.ctx.binding_owner(func.value, [*ancestors, call])
             api = self._scoped.get((id(owner), func.value)) if owner is not None else None
             return api or None
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            if func.value.value not in ("self", "cls"):
+                return self._imported(func, call, ancestors)
             if func.value.value in ("self", "cls"):
                 owner = _enclosing_class(ancestors)
                 if owner is None:
@@ -198,6 +200,15 @@ class JitIndex:
             return self._wrapper_of(func.func, ancestors)
         return None
 
+    def _imported(self, func: cst.BaseExpression, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> str | None:
+        """The jit API of a callable another module of the project jits, called through its
+        import (`from .steps import train_step`; `steps.train_step(...)`)."""
+        project = self.ctx.project
+        if project is None:
+            return None
+        name = self.ctx.resolve(func, ancestors, anchor=call)
+        return project.jitted(name, self.ctx.module_name) if name is not None else None
+
     def jitted_def(self, function: cst.FunctionDef, owner: cst.CSTNode) -> bool:
         """Whether the def's name, in the scope `owner` whose body defines it, is bound to
         a jitted callable (a jit decorator, or `f = jax.jit(f)` beside it)."""
@@ -206,6 +217,7 @@ class JitIndex:
     def is_traced(self, ancestors: Sequence[cst.CSTNode]) -> bool:
         """Whether code at `ancestors` runs under a trace (inside a jitted function, or one
         handed to a jit wrapper), so its calls are staged, not dispatched one by one."""
+        project = self.ctx.project
         for index, node in enumerate(ancestors):
             if isinstance(node, cst.FunctionDef):
                 name = node.name.value
@@ -213,6 +225,13 @@ class JitIndex:
                     return True
                 if name in self.functions and self.jitted_def(node, _owner(ancestors[:index], self.ctx.module)):
                     return True
+                if project is not None and index == 1 and project.traced_only(f"{self.ctx.module_name}.{name}"):
+                    # Other modules call it only from traced code; unless this file calls it
+                    # eagerly itself, its body runs once per compile.
+                    from ._callgraph import Mode
+
+                    if self.ctx.calls.mode(node) is Mode.TRACED:
+                        return True
         return False
 
 

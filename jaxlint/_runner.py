@@ -19,6 +19,7 @@ from pathlib import Path
 from ._config import Settings
 from ._discovery import SourceFile
 from ._engine import FileResult, Finding, analyze
+from ._project import Project, project_for
 from ._registry import all_rules
 from ._rule import Rule
 from ._version import __version__
@@ -47,11 +48,16 @@ def _rules_for(file: SourceFile, settings: Settings, rules: Sequence[type[Rule]]
     return [r for r in rules if r not in ignored]
 
 
+# What the other files of the run define (`_project`); set before linting, inherited by
+# forked workers and handed to spawned ones by `_worker_start`.
+_PROJECT: Project | None = None
+
+
 def _lint_one(
     display: str, data: bytes, slugs: tuple[str, ...], options: dict[str, dict[str, object]]
 ) -> FileResult:
     by_slug = {rule.SLUG: rule for rule in all_rules()}
-    return analyze(display, data, [by_slug[s] for s in slugs], options).result
+    return analyze(display, data, [by_slug[s] for s in slugs], options, _PROJECT).result
 
 
 def _code_stamp() -> str:
@@ -169,10 +175,12 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("fork")
 
 
-def _worker_start(parent: int) -> None:
+def _worker_start(parent: int, project: Project | None = None) -> None:
     """Set up a pool worker: Ctrl-C is the parent's to handle (it stops the pool), and the
     worker exits when its parent dies, however it died, without holding the parent's
     stdout and stderr open meanwhile (a reader of them would never see their end)."""
+    global _PROJECT
+    _PROJECT = project
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
@@ -190,7 +198,7 @@ def _worker_start(parent: int) -> None:
 def new_pool(workers: int) -> ProcessPoolExecutor:
     """A process pool whose workers die with this process and leave Ctrl-C to it."""
     return ProcessPoolExecutor(
-        max_workers=workers, mp_context=_pool_context(), initializer=_worker_start, initargs=(os.getpid(),)
+        max_workers=workers, mp_context=_pool_context(), initializer=_worker_start, initargs=(os.getpid(), _PROJECT)
     )
 
 
@@ -252,16 +260,22 @@ def lint_files(
     jobs: int | None = None,
     cache: LintCache | None = None,
 ) -> list[FileResult]:
-    """Lint `files`; results come back in the order of `files`."""
+    """Lint `files`; results come back in the order of `files`. Every file is linted knowing
+    what the others define (`_project`): the files of one run are one project."""
+    global _PROJECT
     results: list[FileResult | None] = [None] * len(files)
     pending: list[tuple[int, str, bytes, tuple[str, ...], str | None]] = []
-    for index, file in enumerate(files):
-        data = read_source(file)
+    sources = [read_source(file) for file in files]
+    _PROJECT = project_for(
+        (file.display, file.path, data) for file, data in zip(files, sources) if not isinstance(data, str)
+    )
+    for index, (file, data) in enumerate(zip(files, sources)):
         if isinstance(data, str):
             results[index] = FileResult(file.display, error=data)
             continue
         slugs = tuple(r.SLUG for r in _rules_for(file, settings, rules))
-        key = LintCache.key(file.display + "\0" + ",".join(slugs), data) if cache else None
+        # A file's findings depend on its bytes and on the facts of the other modules.
+        key = LintCache.key(f"{file.display}\0{','.join(slugs)}\0{_PROJECT.digest}", data) if cache else None
         cached = cache.get(key) if cache and key else None
         if cached is not None:
             results[index] = cached

@@ -1,0 +1,310 @@
+"""What the other modules of a project define: the facts one file's lint needs from the rest.
+
+jaxlint lints one file at a time, but the jitted training step often lives in `steps.py` and
+the loop that calls it in `train.py`, and a model-surgery helper in `utils.py` may only ever
+be called from a jitted function elsewhere. Before linting, `summarize` reads every file of
+the run with Python's `ast` (a tenth of the cost of the libcst parse the lint does) and
+records, per module:
+
+- `jitted`: its top-level names bound to jit-compiled callables (`@jax.jit def step`,
+  `@partial(jax.jit, static_argnums=1)`, `step = eqx.filter_jit(make_step)`), with the API;
+- `traced_calls`: the project functions it calls from traced code (the bodies of functions it
+  jits, transforms, scans or hands to a transform, and the local functions those call), and
+  the project functions it hands to a transform itself (`jax.jit(steps.loss)`);
+- `eager_calls`: the project functions it calls anywhere else (module level, functions not
+  known to be traced: precision first, a function of unknown mode counts as eager).
+
+`Project` joins them: `jitted(name)` for a call of an imported name, and `traced_only(name)`
+for a function that other modules call only from traced code and nowhere else, so that its
+body runs once per compile, not once per step. Names are absolute dotted names (`pkg.steps.
+train_step`); a module's name comes from its path and the `__init__.py` files above it, as
+Python would import it (a script beside others is imported by its stem).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import _jaxapi
+
+__all__ = ["ModuleFacts", "Project", "module_name", "summarize"]
+
+# Calls that run the functions they are given under a trace.
+_TRACING = _jaxapi.JIT_WRAPPERS | _jaxapi.TRANSFORMS | frozenset(
+    {
+        "jax.lax.scan", "jax.lax.fori_loop", "jax.lax.while_loop", "jax.lax.cond", "jax.lax.switch",
+        "jax.lax.map", "jax.checkpoint", "jax.remat", "jax.custom_vjp", "jax.custom_jvp",
+        "jax.experimental.shard_map.shard_map", "jax.shard_map", "jax.jvp", "jax.vjp",
+        "jax.linearize", "equinox.filter_checkpoint", "equinox.internal.scan",
+        "flax.nnx.vmap", "flax.nnx.scan", "flax.nnx.grad", "flax.nnx.value_and_grad",
+        "flax.nnx.remat", "flax.linen.vmap", "flax.linen.scan", "flax.linen.remat",
+        "haiku.transform", "haiku.transform_with_state", "haiku.vmap",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ModuleFacts:
+    """What one module tells the rest of the project (see the module docstring)."""
+
+    module: str
+    jitted: tuple[tuple[str, str], ...] = ()  # (top-level name, jit API)
+    traced_calls: frozenset[str] = frozenset()
+    eager_calls: frozenset[str] = frozenset()
+
+
+@dataclass
+class Project:
+    """The facts of every module of a run, joined."""
+
+    modules: dict[str, str] = field(default_factory=dict)  # display path -> module name
+    _jitted: dict[str, str] = field(default_factory=dict)  # absolute name -> jit API
+    _traced: set[str] = field(default_factory=set)
+    _eager: set[str] = field(default_factory=set)
+    _calls_jitted: set[str] = field(default_factory=set)  # display paths
+    digest: str = ""
+
+    @classmethod
+    def from_facts(cls, facts: Iterable[tuple[str, ModuleFacts]]) -> Project:
+        project = cls()
+        lines = []
+        facts = list(facts)
+        for display, module in facts:
+            project.modules[display] = module.module
+            for name, api in module.jitted:
+                project._jitted[f"{module.module}.{name}"] = api
+            project._traced |= module.traced_calls
+            project._eager |= module.eager_calls
+        for display, module in facts:
+            if (module.traced_calls | module.eager_calls) & project._jitted.keys():
+                project._calls_jitted.add(display)
+        for name, api in sorted(project._jitted.items()):
+            lines.append(f"j {name} {api}")
+        lines += [f"t {name}" for name in sorted(project._traced - project._eager)]
+        # The findings of a file depend on these facts only: the cache keys on them.
+        project.digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+        return project
+
+    def module_of(self, display: str) -> str | None:
+        return self.modules.get(display)
+
+    def calls_jitted(self, display: str) -> bool:
+        """Whether the file calls (or hands on) a callable another module jits."""
+        return display in self._calls_jitted
+
+    def absolute(self, name: str, module: str | None) -> str:
+        """`name` as an import spells it (`.steps.train_step`, `pkg.steps.train_step`), made
+        absolute from the importing `module`."""
+        if not name.startswith(".") or module is None:
+            return name
+        dots = len(name) - len(name.lstrip("."))
+        package = module.split(".")[: -dots] if dots <= module.count(".") + 1 else []
+        rest = name[dots:]
+        return ".".join([*package, rest]) if rest else ".".join(package)
+
+    def jitted(self, name: str, module: str | None = None) -> str | None:
+        """The jit API compiling the project callable `name` (as imported into `module`)."""
+        return self._jitted.get(self.absolute(name, module))
+
+    def traced_only(self, name: str) -> bool:
+        """Whether other modules call the function `name` (absolute) only from traced code."""
+        return name in self._traced and name not in self._eager
+
+
+def module_name(path: Path) -> str:
+    """The dotted name Python imports `path` by: its stem, under every package (folder with an
+    `__init__.py`) above it."""
+    parts = [path.stem] if path.stem != "__init__" else []
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        parts.insert(0, folder.name)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    return ".".join(parts) or path.stem
+
+
+# A module without any of these words jits, transforms and traces nothing of its own.
+_TRACE_WORDS = re.compile(r"jit|vmap|grad|scan|pmap|shard_map|checkpoint|remat|custom_[jv]jp|fori_loop|while_loop|cond|switch|transform|linearize")
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)", re.MULTILINE)
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;]+)", re.MULTILINE)
+
+
+def summarize(module: str, text: str) -> ModuleFacts:
+    """The facts of the module `module` whose source is `text` (empty facts when it does not
+    parse: the lint reports that).
+
+    A module that mentions no tracing API is read from its import lines alone (no parse): it
+    traces nothing, and every name it imports counts as called eagerly."""
+    if not _TRACE_WORDS.search(text):
+        return ModuleFacts(module, eager_calls=frozenset(_imported_names(module, text)))
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ModuleFacts(module)
+    return _Summary(module, tree).facts()
+
+
+def _imported_names(module: str, text: str) -> set[str]:
+    """The absolute names a module's import lines bring in (`from .steps import a, b as c`)."""
+    found = set()
+    for match in _FROM_IMPORT.finditer(text):
+        base, names = match.group(1), match.group(2).strip("() \t\n")
+        dots = len(base) - len(base.lstrip("."))
+        if dots:
+            package = module.split(".")[:-dots] if dots <= module.count(".") + 1 else []
+            base = ".".join([*package, *([base[dots:]] if base[dots:] else [])])
+        for part in names.split(","):
+            name = part.split(" as ")[0].strip()
+            if name and name != "*" and name.isidentifier():
+                found.add(f"{base}.{name}" if base else name)
+    for match in _IMPORT.finditer(text):
+        for part in match.group(1).split(","):
+            name = part.split(" as ")[0].strip()
+            if name:
+                found.add(name)
+    return found
+
+
+class _Summary:
+    """One walk of a module's tree: its imports, its top-level functions, and every call with
+    the top-level function it is in (None: module level or a class body)."""
+
+    def __init__(self, module: str, tree: ast.Module) -> None:
+        self.module = module
+        self.imports: dict[str, str] = {}  # local name -> absolute dotted name
+        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.calls: list[tuple[str | None, ast.Call]] = []
+        for statement in tree.body:
+            owner = statement.name if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+            if owner is not None:
+                self.functions[owner] = statement  # type: ignore[assignment]
+            for node in ast.walk(statement):
+                if isinstance(node, ast.Call):
+                    self.calls.append((owner, node))
+                elif isinstance(node, ast.Import):
+                    for alias in node.names:
+                        if alias.asname:
+                            self.imports[alias.asname] = alias.name
+                        else:
+                            head = alias.name.split(".", 1)[0]
+                            self.imports[head] = head
+                elif isinstance(node, ast.ImportFrom):
+                    base = self._absolute_module(node)
+                    for alias in node.names:
+                        if alias.name != "*":
+                            self.imports[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
+        self.assignments = [s for s in tree.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)]
+
+    def _absolute_module(self, node: ast.ImportFrom) -> str:
+        if not node.level:
+            return node.module or ""
+        package = self.module.split(".")[: -node.level] if node.level <= self.module.count(".") + 1 else []
+        return ".".join([*package, *([node.module] if node.module else [])])
+
+    def resolve(self, expr: ast.expr) -> str | None:
+        parts: list[str] = []
+        while isinstance(expr, ast.Attribute):
+            parts.insert(0, expr.attr)
+            expr = expr.value
+        if not isinstance(expr, ast.Name):
+            return None
+        head = self.imports.get(expr.id)
+        if head is None:
+            return None
+        return ".".join([head, *parts])
+
+    def _wrapper(self, expr: ast.expr) -> str | None:
+        """The tracing API `expr` is (`jax.jit`, `partial(jax.jit, ...)`, `jax.jit(...)` used
+        as a decorator factory), or None."""
+        if isinstance(expr, ast.Call):
+            func = self.resolve(expr.func)
+            if func in _jaxapi.PARTIAL and expr.args:
+                return self._wrapper(expr.args[0])
+            if func in _TRACING and not expr.args:
+                return func  # `@jax.jit(static_argnums=...)`-style factories
+            return None
+        name = self.resolve(expr)
+        return name if name in _TRACING else None
+
+    def facts(self) -> ModuleFacts:
+        jitted: dict[str, str] = {}
+        roots: set[str] = set()  # local functions whose bodies are traced
+        handed: set[str] = set()  # project functions of other modules handed to a transform
+        for name, function in self.functions.items():
+            for decorator in function.decorator_list:
+                api = self._wrapper(decorator)
+                if api is not None:
+                    roots.add(name)
+                    if api in _jaxapi.JIT_WRAPPERS:
+                        jitted[name] = api
+        local_callees: dict[str | None, set[str]] = {}
+        called: dict[str | None, set[str]] = {}  # owner -> absolute names called or handed on
+        for owner, call in self.calls:
+            func = call.func
+            if isinstance(func, ast.Name) and func.id in self.functions and func.id not in self.imports:
+                local_callees.setdefault(owner, set()).add(func.id)
+            target = self.resolve(func)
+            if target is not None:
+                called.setdefault(owner, set()).add(target)
+                if target in _TRACING or target in _jaxapi.PARTIAL:
+                    api = self._wrapper(func) if target in _jaxapi.PARTIAL else target
+                    if api is not None:
+                        for arg in call.args[:1]:
+                            if isinstance(arg, ast.Name) and arg.id in self.functions:
+                                roots.add(arg.id)
+                            else:
+                                handed_to = self.resolve(arg)
+                                if handed_to is not None:
+                                    handed.add(handed_to)
+            elif isinstance(func, ast.Call):  # `jax.jit(f)(x)`, `partial(jax.jit, ...)(f)`
+                api = self._wrapper(func.func) if isinstance(func.func, (ast.Name, ast.Attribute, ast.Call)) else None
+                if api is not None:
+                    for arg in func.args[:1]:
+                        if isinstance(arg, ast.Name) and arg.id in self.functions:
+                            roots.add(arg.id)
+            for arg in call.args:
+                if isinstance(arg, (ast.Name, ast.Attribute)):
+                    passed = self.resolve(arg)
+                    if passed is not None:
+                        called.setdefault(owner, set()).add(passed)  # handed on: runs there, as it runs
+        for statement in self.assignments:
+            api = self._wrapper(statement.value.func)  # type: ignore[attr-defined]
+            if api in _jaxapi.JIT_WRAPPERS:
+                for target in statement.targets:
+                    if isinstance(target, ast.Name):
+                        jitted[target.id] = api
+        traced = set(roots)
+        stack = list(roots)
+        while stack:
+            for callee in local_callees.get(stack.pop(), ()):
+                if callee not in traced:
+                    traced.add(callee)
+                    stack.append(callee)
+        traced_calls: set[str] = set(handed)
+        eager_calls: set[str] = set()
+        for owner, names in called.items():
+            (traced_calls if owner is not None and owner in traced else eager_calls).update(names)
+        return ModuleFacts(self.module, tuple(sorted(jitted.items())), frozenset(traced_calls), frozenset(eager_calls))
+
+
+def project_for(files: Iterable[tuple[str, Path, bytes]]) -> Project:
+    """The project of a run: `files` are (display path, path, bytes) of its Python files."""
+    facts = []
+    for display, path, data in files:
+        if path.suffix != ".py":
+            continue
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if "def " not in text and "import" not in text:
+            continue
+        facts.append((display, summarize(module_name(path.resolve() if not path.is_absolute() else path), text)))
+    return Project.from_facts(facts)
+

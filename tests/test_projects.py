@@ -1,0 +1,57 @@
+"""Multi-file fixture projects (`fixtures/_projects/<case>/`): every file of a case is linted
+as one project, and the findings are exactly the lines marked `# expect: <slug>` across its
+files. Each case is also linted file by file: what another module defines must change what
+some file reports, or the case does not exercise the project analysis."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+PROJECTS = Path(__file__).resolve().parent.parent / "fixtures" / "_projects"
+_EXPECT = re.compile(r"#\s*expect:\s*(?P<slugs>[\w\-]+(?:\s*,\s*[\w\-]+)*)")
+CASES = sorted(p for p in PROJECTS.iterdir() if p.is_dir())
+
+
+def _files(case: Path) -> list[str]:
+    return sorted(str(p.relative_to(case)) for p in case.rglob("*.py"))
+
+
+def _expected(case: Path) -> set[tuple[str, int, str]]:
+    found = set()
+    for name in _files(case):
+        for number, line in enumerate((case / name).read_text().splitlines(), start=1):
+            match = _EXPECT.search(line)
+            if match:
+                found |= {(name, number, s.strip()) for s in match["slugs"].split(",")}
+    return found
+
+
+def _lint(run_cli, *files: str) -> set[tuple[str, int, str]]:
+    result = run_cli("check", "--no-cache", "--exit-zero", "--output-format", "json", *files)
+    assert result.exit_code == 0, result.output
+    return {(f["path"], f["line"], f["rule"]) for f in json.loads(result.stdout)}
+
+
+@pytest.fixture
+def in_case(monkeypatch):  # type: ignore[no-untyped-def]
+    def enter(case: Path) -> None:
+        monkeypatch.chdir(case)
+
+    return enter
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_project_findings_match_markers(case: Path, run_cli, in_case) -> None:
+    in_case(case)
+    assert _lint(run_cli, *_files(case)) == _expected(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_case_depends_on_other_modules(case: Path, run_cli, in_case) -> None:
+    in_case(case)
+    alone = set().union(*(_lint(run_cli, name) for name in _files(case)))
+    assert alone != _expected(case)
