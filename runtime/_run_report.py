@@ -256,15 +256,17 @@ class RunReport:
         for (path, line), site in self._profile.tree_at.items():
             if not site.bursts:
                 continue
-            per = site.burst_calls / site.bursts
             lines = sorted(site.burst_lines)
             where = f"line {lines[0]}" if len(lines) == 1 else "lines " + ", ".join(map(str, lines))
+            runs = (
+                "in one run" if site.bursts == 1
+                else f"in {site.bursts} runs ({site.burst_calls / site.bursts:.3g} per run)"
+            )  # fmt: skip
             findings.append(RunFinding(
                 path, line, "JL003", RULES["JL003"],
-                f"`{site.name}` called `eqx.tree_at` {site.burst_calls} times in {site.bursts} "
-                f"run{'s' * (site.bursts != 1)} ({per:.3g} calls each, at {where}), each call traversing "
-                f"the whole pytree: {fmt_seconds(site.burst_seconds)}; make one batched `tree_at` call "
-                "(or `jaxlint.runtime.tree_at_batched`) per run",
+                f"`{site.name}` called `eqx.tree_at` {site.burst_calls} times {runs} at {where}, each call "
+                f"traversing the whole pytree: {fmt_seconds(site.burst_seconds)} in all; make one batched "
+                "`tree_at` call (or `jaxlint.runtime.tree_at_batched`) per run",
                 site.burst_seconds, site.burst_calls, {"runs": site.bursts, "lines": lines},
             ))  # fmt: skip
         return findings
@@ -333,9 +335,11 @@ class RunReport:
             f"({d.get('platform', '?')}, {d.get('device_count', '?')} device(s), jax {d.get('jax_version', '?')})",
             f"  compiling          {pct(self.compile_seconds)}  {len(p.compiles)} compiles, {recompiles} avoidable",
             f"  waiting on device  {pct(self.host_wait_seconds)}  {waits} of {syncs} host conversions waited",
-            f"  filter_jit wrapper {pct(sum(c.overhead for c in p.filter_jit.values()))}  {fj_calls} calls",
-            f"  eqx.tree_at        {pct(sum(c.seconds for c in p.tree_at.values()))}  {ta_calls} calls",
         ]
+        if fj_calls:
+            rows.append(f"  filter_jit wrapper {pct(sum(c.overhead for c in p.filter_jit.values()))}  {fj_calls} calls")
+        if ta_calls:
+            rows.append(f"  eqx.tree_at        {pct(sum(c.seconds for c in p.tree_at.values()))}  {ta_calls} calls")
         lines = [r for r in self.lines() if r["seconds"] > 0][:top]
         if lines:
             rows.append("  top lines by cost:")

@@ -148,7 +148,7 @@ def test_summary_and_dict(tmp_path: Path) -> None:
     assert data["device"]["platform"] == "cpu"
     assert data["compiles"] >= 2 and 0 < data["compile_seconds"] <= data["wall_seconds"]
     assert [f["code"] for f in data["findings"]] == ["JL004"]
-    assert any(r["line"] == 21 and r["compiles"] == 2 for r in data["lines"])
+    assert any(r["line"] == 21 and r["compiles"] >= 2 for r in data["lines"])  # + eager ops not yet cached
     json.dumps(data)
 
 
@@ -206,7 +206,7 @@ def test_run_json_document_to_a_file(run_cli, tmp_path: Path) -> None:  # type: 
     [finding] = doc["findings"]
     assert (finding["path"], finding["line"], finding["code"], finding["rule"]) == ("ragged.py", 21, "JL004", "pad-final-batch")
     assert finding["measured"]["count"] == 1 and 0 < finding["measured"]["seconds"] <= doc["wall_seconds"]
-    assert any(row["path"] == "ragged.py" and row["line"] == 21 and row["compiles"] == 2 for row in doc["lines"])
+    assert any(row["path"] == "ragged.py" and row["line"] == 21 and row["compiles"] >= 2 for row in doc["lines"])
 
 
 @pytest.mark.parametrize("output_format", ["sarif", "github", "jsonl", "concise"])
@@ -359,3 +359,26 @@ def test_sarif_describes_the_run_only_code() -> None:
     [run] = json.loads(stream.getvalue())["runs"]
     [result] = run["results"]
     assert run["tool"]["driver"]["rules"][result["ruleIndex"]]["id"] == "JL100"
+
+
+# -- the shipped examples ---------------------------------------------------------------------
+EXAMPLES = ROOT / "examples"
+EXAMPLE_RUNS = {
+    "freeze_head": ({("JL003", 26)}, set()),
+    "low_rank": ({("JL003", 47)}, set()),
+    "train_loop": ({("JL002", 58), ("JL004", 58), ("JL004", 72)}, {("JL005", 72)}),
+    "generate": ({("JL007", 45), ("JL008", 34)}, {("JL005", 36)}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLE_RUNS))
+def test_examples_run_shows_each_kind_of_finding(name: str) -> None:
+    pytest.importorskip("optax")
+    path = EXAMPLES / f"{name}.py"
+    report = _profile_main(path)
+    counted, timed = EXAMPLE_RUNS[name]
+    found = {(f.code, f.line) for f in report.findings}
+    assert all(f.path == str(path) for f in report.findings)
+    assert {x for x in found if x[0] not in TIMING_CODES} == counted
+    assert {x for x in found if x[0] in TIMING_CODES} <= timed
+    assert sum(f.seconds for f in report.findings) <= report.wall_seconds
