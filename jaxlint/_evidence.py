@@ -21,6 +21,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ._bench import _fmt_time as _seconds
 from ._engine import Finding
 from ._suppress import is_suppressed
 
@@ -75,13 +76,6 @@ def load_evidence(path: str) -> RunEvidence:
 
 def _file(row: dict[str, Any]) -> str:
     return os.path.normcase(os.path.abspath(row.get("file") or row["path"]))
-
-
-def _seconds(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return "0 s" if seconds <= 0 else f"{seconds / 1e-9:.3g} ns"
 
 
 def _measured(row: dict[str, Any], run: RunEvidence) -> str:

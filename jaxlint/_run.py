@@ -230,6 +230,6 @@ def write_report(
 
 
 def _elapsed(report: Any) -> str:
-    from jaxlint.runtime._run_report import fmt_seconds
+    from ._bench import _fmt_time
 
-    return fmt_seconds(report.wall_seconds)
+    return _fmt_time(report.wall_seconds)

@@ -8,6 +8,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from jaxlint._bench import _fmt_time as fmt_seconds
+
 
 if TYPE_CHECKING:
     from ._profile import CompileEvent, RunProfile
@@ -50,13 +52,6 @@ class RunFinding:
             "path": self.path, "line": self.line, "code": self.code, "rule": self.rule,
             "message": self.message, "seconds": self.seconds, "count": self.count, "detail": self.detail,
         }  # fmt: skip
-
-
-def fmt_seconds(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
 
 
 def _shape(text: str) -> tuple[str, tuple[int, ...]] | None:
