@@ -50,7 +50,7 @@ def sample(params, prompts, temperatures, key):
 def main():
     params = init_params(jax.random.PRNGKey(0))
     prompts = np.random.default_rng(0).integers(0, VOCAB, size=(256, 4))
-    tokens = generate(params, prompts, steps=8)
+    tokens = generate(params, prompts, steps=6)
     samples = sample(params, prompts, [0.5, 0.8, 1.0, 1.2], jax.random.PRNGKey(1))
     print("generated", tokens.shape, "samples", [s.shape for s in samples])
 

@@ -30,7 +30,7 @@ __all__ = ["EvidenceError", "RunEvidence", "apply_evidence", "load_evidence"]
 
 # How often a line must have run, by the run's counters, before "no cost measured" means
 # something.
-MANY = 2
+MANY = 5
 _COMPILE_CODES = ("JL004", "JL007", "JL008", "JL100")
 
 

@@ -73,6 +73,12 @@ def _changes(event: CompileEvent) -> list[tuple[str, str, str]]:
     return [(m["path"], m["now"], m["before"]) for m in _CHANGE.finditer(event.explanation or "")]
 
 
+def _argument(path: str) -> str:
+    """How to name an input jax names by its path: eqx.filter_jit's own structure
+    (`dynamic_nodonate['rest'][21]`) means nothing to the user."""
+    return "an input" if path.startswith(("dynamic_donate", "dynamic_nodonate")) else f"`{path}`"
+
+
 def _shape_changes(event: CompileEvent) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]] | None:
     """{argument path: (now dims, before dims)} when every change jax names is a shape change
     of the same dtype and rank; None otherwise."""
@@ -189,7 +195,7 @@ class RunReport:
                     last = shapes[-1][path][0] if shapes[-1] else ()
                     return RunFinding(
                         site[0], site[1], "JL008", RULES["JL008"],
-                        f"`{name}` was compiled again {n} times because `{path}` grew at every call "
+                        f"`{name}` was compiled again {n} times because {_argument(path)} grew at every call "
                         f"(to shape {list(last)}): {fmt_seconds(seconds)} of recompiles; write into a "
                         "fixed-size buffer (`.at[].set`, `lax.dynamic_update_slice`) or pad to a few "
                         "sizes with `jaxlint.runtime.bucket`",
@@ -200,7 +206,7 @@ class RunReport:
             if now and before and now[0] < before[0] and now[1:] == before[1:]:
                 return RunFinding(
                     site[0], site[1], "JL004", RULES["JL004"],
-                    f"`{name}` was compiled a second time for a smaller batch (`{path}`: {list(now)} after "
+                    f"`{name}` was compiled a second time for a smaller batch ({_argument(path)}: {list(now)} after "
                     f"{list(before)}), {fmt_seconds(seconds)}; iterate `jaxlint.runtime.padded_batches(...)` "
                     "(fixed-size batches and a mask) or drop the remainder",
                     seconds, n, {"argument": path, "now": list(now), "before": list(before)},
