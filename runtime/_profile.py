@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from types import FrameType, TracebackType
 from typing import Any
 
-from ._compile import CompileCounter
+from ._compile import _EXPLAIN_LOGGER, CompileCounter
 from ._frames import user_frame
 from ._host_sync import HostSync, HostSyncCounter
 
@@ -105,6 +105,20 @@ class _Compiles(CompileCounter):
         # thread -> explanations since the last compile: the outer function's, then those of
         # functions traced inside it (which are inlined, never compiled on their own)
         self._why: dict[int, list[str]] = {}
+
+    def __enter__(self) -> _Compiles:
+        import logging
+
+        import jax
+
+        asked = bool(jax.config.jax_explain_cache_misses)  # the program's own choice
+        super().__enter__()
+        if not asked and self._stack is not None:
+            # The explanations jax now logs are ours: keep them out of the program's logging.
+            logger = logging.getLogger(_EXPLAIN_LOGGER)
+            self._stack.callback(setattr, logger, "propagate", logger.propagate)
+            logger.propagate = False
+        return self
 
     def _on_duration(self, event: str, duration: float, **kwargs: Any) -> None:
         if event == TRACE_EVENT or event == LOWER_EVENT:

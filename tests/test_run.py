@@ -395,3 +395,24 @@ def test_examples_run_shows_each_kind_of_finding(name: str) -> None:
     assert {x for x in found if x[0] not in TIMING_CODES} == counted
     assert {x for x in found if x[0] in TIMING_CODES} <= timed
     assert sum(f.seconds for f in report.findings) <= report.wall_seconds
+
+
+def test_profile_keeps_its_cache_miss_explanations_out_of_the_program_logging() -> None:
+    import logging
+
+    import jax
+    import jax.numpy as jnp
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logging.getLogger().addHandler(handler)
+    try:
+        f = jax.jit(lambda x: x - 1)
+        with profile() as report:
+            for n in (2, 3, 4):
+                f(jnp.ones(n))
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert [f.code for f in report.findings] == ["JL008"]  # the explanations were read ...
+    assert not [r for r in records if "CACHE MISS" in r.getMessage()]  # ... and not passed on
