@@ -1,4 +1,4 @@
-from jaxlint._cli import main
+from jaxlint._entry import main
 
 
 if __name__ == "__main__":
