@@ -24,7 +24,7 @@ from ._registry import SelectionError, all_rules, expand, get_rule
 from ._report import FORMATS, render, render_statistics
 from ._rule import Rule
 from ._project import project_for
-from ._runner import LintCache, lint_files, read_source
+from ._runner import LintCache, Skipped, lint_files, read_source
 from ._version import __version__
 
 
@@ -89,7 +89,10 @@ def _use_color(stream: object) -> bool:
 
 def _print_errors(errors: Sequence[str]) -> None:
     for error in errors:
-        click.echo(f"jaxlint: error: {error}", err=True)
+        if isinstance(error, Skipped):  # not an error: the exit code does not count it
+            click.echo(f"jaxlint: warning: {error}", err=True)
+        else:
+            click.echo(f"jaxlint: error: {error}", err=True)
 
 
 def _summary(findings: Sequence[Finding], unsafe_hint: bool = True) -> str:
@@ -175,6 +178,7 @@ def check(
     results = lint_files(files, settings, rules, jobs=jobs, cache=cache)
     if cache is not None:
         cache.save()
+    skipped = [r.skipped for r in results if r.skipped]
     errors += [r.error for r in results if r.error]
     findings = sorted((f for r in results for f in r.findings), key=Finding.sort_key)
     if run is not None:
@@ -182,7 +186,7 @@ def check(
 
         codes = {r.CODE for r in rules} | {"JL100"}
         findings = apply_evidence(findings, run, [str(f.path) for f in files], codes)
-    stdout = click.get_text_stream("stdout")
+    stdout = sys.stdout
     color = _use_color(stdout)
     if statistics:
         render_statistics(findings, stdout, color=color)
@@ -191,7 +195,7 @@ def check(
     if output_format in ("text", "concise") and not quiet and not statistics:
         if findings or not errors:  # never "All checks passed!" when a file could not be checked
             click.echo(_summary(findings))
-    _print_errors(errors)
+    _print_errors([*skipped, *errors])
     if errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_CLEAN)
@@ -243,7 +247,7 @@ def fix(
     quiet: bool,
 ) -> None:
     """Apply fixes in PATHS, then report what remains."""
-    from ._fixer import fix_source, write_atomic
+    from ._fixer import fix_source, write_fix
 
     paths = paths or (".",)
     settings = _settings(paths, config)
@@ -254,14 +258,15 @@ def fix(
         raise UsageProblem(str(error)) from None
     files, errors = discover(paths, settings, force_exclude=force_exclude)
     remaining: list[Finding] = []
+    skipped: list[str] = []
     fixed_files = applied = 0
-    stdout = click.get_text_stream("stdout")
-    sources = [read_source(file) for file in files]
+    stdout = sys.stdout
+    sources = [read_source(file, settings.max_file_size) for file in files]
     # What the other files define, as `check` sees it (read before any file is rewritten).
     project = project_for((f.display, f.path, d) for f, d in zip(files, sources) if not isinstance(d, str))
     for file, data in zip(files, sources):
         if isinstance(data, str):
-            errors.append(data)
+            (skipped if isinstance(data, Skipped) else errors).append(data)
             continue
         file_rules = [r for r in rules if r not in settings.ignored_for(file.path)]
         fix_only = [r for r in file_rules if only is None or r in only]
@@ -271,17 +276,17 @@ def fix(
         )
         if outcome.error:
             errors.append(outcome.error)
+        if outcome.changed and not diff:
+            problem = write_fix(file, outcome)
+            if problem is not None:  # left as it was: what it had before the fix remains
+                errors.append(problem)
+                remaining.extend(outcome.found)
+                continue
         if outcome.changed:
             fixed_files += 1
             applied += outcome.applied
             if diff:
                 _print_diff(file, outcome.original, outcome.fixed, stdout)
-            else:
-                try:
-                    write_atomic(str(file.path), outcome.fixed)
-                except OSError as error:
-                    errors.append(f"{file.display}: cannot write: {error.strerror or error}")
-                    continue
         remaining.extend(outcome.remaining)
     remaining.sort(key=Finding.sort_key)
     if not diff:
@@ -292,7 +297,7 @@ def fix(
             click.echo(f"{verb} {applied} finding{'s' if applied != 1 else ''} in {fixed_files} file{'s' if fixed_files != 1 else ''}.", err=diff)
         if not diff and (remaining or not errors):
             click.echo(_summary(remaining, unsafe_hint=not unsafe_fixes))
-    _print_errors(errors)
+    _print_errors([*skipped, *errors])
     if errors:
         sys.exit(EXIT_ERROR)
     if diff:
@@ -323,7 +328,7 @@ def rule_command(name: str) -> None:
         rule = get_rule(name)
     except SelectionError as error:
         raise UsageProblem(str(error)) from None
-    stdout = click.get_text_stream("stdout")
+    stdout = sys.stdout
     console = Console(file=stdout, force_terminal=_use_color(stdout), no_color=not _use_color(stdout))
     fix = rule.FIX.value if rule.FIX else "none"
     text = f"# {rule.SLUG} ({rule.CODE})\n\nFix: {fix}\n\n{rule.docs()}\n"
@@ -336,7 +341,7 @@ def rule_command(name: str) -> None:
 @cli.command(name="rules")
 def rules_command() -> None:
     """List every rule."""
-    stdout = click.get_text_stream("stdout")
+    stdout = sys.stdout
     console = Console(file=stdout, force_terminal=_use_color(stdout), no_color=not _use_color(stdout), width=120)
     table = Table("code", "slug", "fix", "default", "what it finds", box=None)
     for rule in all_rules():
@@ -362,7 +367,7 @@ def bench_command(bench_rules: tuple[str, ...], as_json: bool, trials: int) -> N
         slugs = [r.SLUG for selector in _split(bench_rules) for r in expand(selector)]
     except SelectionError as error:
         raise UsageProblem(str(error)) from None
-    stdout = click.get_text_stream("stdout")
+    stdout = sys.stdout
     try:
         sys.exit(run_bench(slugs, trials, as_json, stdout, _use_color(stdout)))
     except BenchError as error:
@@ -396,7 +401,7 @@ def run_command(output_format: str, output_file: str | None, max_seconds: float 
         except RunError as error:
             raise UsageProblem(str(error)) from None
         sys.stdout.flush()
-        out = stream if stream is not None else click.get_text_stream("stderr")
+        out = stream if stream is not None else sys.stderr
         write_report(report, outcome, target, output_format, out, color=stream is None and _use_color(out))
     finally:
         if stream is not None:
@@ -404,15 +409,28 @@ def run_command(output_format: str, output_file: str | None, max_seconds: float 
     sys.exit(outcome.exit_code)
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the `jaxlint` console script."""
     try:
-        cli.main(args=list(argv) if argv is not None else None, prog_name="jaxlint", standalone_mode=True)
+        # Not click's standalone mode: it turns Ctrl-C into "Aborted!" and exit 1, the code
+        # that means "findings remain".
+        code = cli.main(args=list(argv) if argv is not None else None, prog_name="jaxlint", standalone_mode=False)
     except SystemExit:
         raise
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, click.exceptions.Abort):
         click.echo("jaxlint: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except BrokenPipeError:
+        # The reader went away (`jaxlint check | head`): stop quietly, as click does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     except Exception as error:  # noqa: BLE001 - never show a traceback to a user
         click.echo(f"jaxlint: internal error: {type(error).__name__}: {error}", err=True)
         sys.exit(EXIT_ERROR)
+    sys.exit(code if isinstance(code, int) else EXIT_CLEAN)

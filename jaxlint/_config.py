@@ -8,6 +8,7 @@ ignore = ["missing-jit"]
 exclude = [".git", "build"]     # replaces the default excludes
 extend-exclude = ["generated"]  # adds to them
 per-file-ignores = { "tests/*" = ["JL003"] }
+max-file-size = "4MB"           # larger files are skipped with a warning; 0: no limit
 
 [tool.jaxlint.tree-at-batch]    # options of one rule, if it has any
 ```
@@ -21,6 +22,7 @@ import difflib
 import fnmatch
 import itertools
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +65,12 @@ DEFAULT_EXCLUDES = (
 
 _LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude")
 
+# Files larger than this are skipped with a warning: libcst needs about 1 GB and a minute
+# for a 2 MB file of generated code, and aborts in its allocator on 20 MB.
+DEFAULT_MAX_FILE_SIZE = 4 * 1024 * 1024
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(|b|k|kb|kib|m|mb|mib|g|gb|gib)", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
 
 class ConfigError(ValueError):
     """A malformed or unknown setting."""
@@ -80,6 +88,7 @@ class Settings:
     exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDES))
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes; 0: no limit
 
     def rules(self) -> tuple[type[Rule], ...]:
         return select_rules(self.select, self.ignore, self.extend_select)
@@ -171,7 +180,7 @@ def load_settings(config_file: Path | None, root: Path | None = None) -> Setting
         raise ConfigError(f"{where}: must be a table")
     settings = Settings(root=Path(os.path.realpath(config_file.parent)), config_file=config_file)
     slugs = {rule.SLUG: rule for rule in all_rules()}
-    known = (*_LIST_KEYS, "per-file-ignores", *slugs)
+    known = (*_LIST_KEYS, "per-file-ignores", "max-file-size", *slugs)
     for key, value in table.items():
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
@@ -189,6 +198,8 @@ def load_settings(config_file: Path | None, root: Path | None = None) -> Setting
         settings.exclude = _string_list(table, "exclude", where)
     if "extend-exclude" in table:
         settings.exclude = [*settings.exclude, *_string_list(table, "extend-exclude", where)]
+    if "max-file-size" in table:
+        settings.max_file_size = parse_size(table["max-file-size"], f"{where}: 'max-file-size'")
     if "per-file-ignores" in table:
         per_file = table["per-file-ignores"]
         if not isinstance(per_file, dict):
@@ -206,6 +217,25 @@ def load_settings(config_file: Path | None, root: Path | None = None) -> Setting
     except SelectionError as error:
         raise ConfigError(f"{where}: {error}") from None
     return settings
+
+
+def parse_size(value: Any, what: str) -> int:
+    """A size in bytes from an integer or a string such as "4MB" or "512 KiB" (K, M and G
+    are powers of 1024, with or without B or iB); 0 means no limit."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    match = _SIZE.fullmatch(value.strip()) if isinstance(value, str) else None
+    if match is None:
+        raise ConfigError(f'{what} must be a size in bytes, or a string such as "4MB" (0: no limit)')
+    return int(float(match.group(1)) * _UNITS[match.group(2)[:1].lower()])
+
+
+def format_size(size: int) -> str:
+    """`size` bytes in the largest binary unit that keeps a number of at least 1."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale:
+            return f"{size / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{size} bytes"
 
 
 def _rule_options(rule: type[Rule], value: Any, where: str) -> dict[str, Any]:

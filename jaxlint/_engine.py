@@ -70,6 +70,7 @@ class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
     error: str | None = None
+    skipped: str | None = None  # why the file was not linted on purpose (too large)
 
 
 @dataclass

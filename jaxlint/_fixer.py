@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import os
+import re
+import signal
+import stat
 import tempfile
-from collections.abc import Collection, Mapping, Sequence
+import threading
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
+from ._discovery import SourceFile
 from ._project import Project
 from ._engine import SYNTAX_ERROR_CODE, Finding, analyze
 from ._rule import Applicability, Edit, Fix, Rule
 from ._walk import iter_children
 
 
-__all__ = ["FixOutcome", "fix_source", "write_atomic", "MAX_PASSES"]
+__all__ = ["FixOutcome", "WriteRefused", "fix_source", "write_fix", "write_fixed", "MAX_PASSES"]
 
 MAX_PASSES = 10
 
@@ -32,6 +38,7 @@ class FixOutcome:
     applied: int = 0
     remaining: list[Finding] = field(default_factory=list)
     error: str | None = None
+    found: list[Finding] = field(default_factory=list)  # the findings before any fix
 
     @property
     def changed(self) -> bool:
@@ -128,8 +135,30 @@ def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
         context = CodemodContext()
         for spec in imports:
             AddImportsVisitor.add_needed_import(context, spec.module, spec.name, spec.alias)
-        fixed = AddImportsVisitor(context).transform_module(fixed)
+        fixed = _add_imports(fixed, context)
     return fixed
+
+
+def _add_imports(module: cst.Module, context: CodemodContext) -> cst.Module:
+    """libcst's `AddImportsVisitor`, except that a docstring sharing its line with other
+    statements (`\"\"\"doc\"\"\"; import x`) stays first: libcst would put the imports above
+    that line, and the module would lose its docstring. The imports go below the line."""
+    first = module.body[0] if module.body else None
+    if not (
+        isinstance(first, cst.SimpleStatementLine)
+        and len(first.body) > 1
+        and isinstance(first.body[0], cst.Expr)
+        and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    ):
+        return AddImportsVisitor(context).transform_module(module)
+    marker = first.with_changes(body=[first.body[0].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)])
+    result = AddImportsVisitor(context).transform_module(module.with_changes(body=[marker, *module.body[1:]]))
+    body = list(result.body)
+    for index, statement in enumerate(body):
+        if statement.deep_equals(marker):
+            body[index] = first
+            return result.with_changes(body=body)
+    raise ValueError("the docstring line was rewritten by the import adder")
 
 
 def fix_source(
@@ -153,6 +182,8 @@ def fix_source(
     for _ in range(MAX_PASSES):
         analysis = analyze(path, outcome.fixed, rules, options, project)
         outcome.remaining = analysis.result.findings
+        if outcome.fixed is data:
+            outcome.found = outcome.remaining
         if analysis.result.error:
             outcome.error = analysis.result.error
             return outcome
@@ -200,21 +231,113 @@ def fix_source(
     return outcome
 
 
-def write_atomic(path: str, data: bytes) -> None:
-    """Replace the file at `path` (through symlinks) with `data`, keeping its permissions;
-    a crash leaves either the old or the new file, never half of one."""
-    real = os.path.realpath(path)
-    directory = os.path.dirname(real) or "."
-    mode = os.stat(real).st_mode & 0o7777
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".jaxlint-", suffix=".tmp")
+class WriteRefused(Exception):
+    """A fixed file that is not written, with the one-line reason."""
+
+
+_HELD_SIGNALS = {getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)}
+_TEMPORARY = re.compile(r"\.jaxlint-(\d+)-[^/]*\.tmp")
+_swept: set[str] = set()
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C and termination wait until the block is done (delivered right after it), so a
+    fix is written completely or not at all and its temporary file never stays behind."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
     try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, real)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _sweep(directory: str) -> None:
+    """Remove temporary files that a killed `jaxlint fix` (SIGKILL, a power cut) left in
+    `directory`: those named after a process that no longer exists."""
+    if directory in _swept:
+        return
+    _swept.add(directory)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        match = _TEMPORARY.fullmatch(name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        with suppress(OSError):
+            os.unlink(os.path.join(directory, name))
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's process
+    return True
+
+
+def write_fixed(path: str, original: bytes, data: bytes) -> None:
+    """Replace the file at `path` (through symlinks), which held `original` when it was
+    read, with `data`. Atomic: a crash or signal leaves the old file or the new one. The
+    file keeps its mode, owner and group.
+
+    Raises `WriteRefused` (nothing written) when the file is read-only, has other hard
+    links (a new file would split them), cannot keep its owner or group, or no longer holds
+    `original` (it was edited meanwhile: writing would lose that edit); `OSError` when the
+    file system refuses.
+    """
+    real = os.path.realpath(path)
+    before = os.stat(real)
+    if not stat.S_ISREG(before.st_mode):
+        raise WriteRefused("not a regular file")
+    if not before.st_mode & 0o222 or not os.access(real, os.W_OK):
+        raise WriteRefused("read-only")
+    if before.st_nlink > 1:
+        raise WriteRefused(f"has {before.st_nlink} hard links, which a rewritten file would split")
+    directory = os.path.dirname(real) or "."
+    _sweep(directory)
+    with _signals_held():
+        handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".jaxlint-{os.getpid()}-", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(data)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.chmod(temporary, stat.S_IMODE(before.st_mode))
+            made = os.stat(temporary)
+            if (made.st_uid, made.st_gid) != (before.st_uid, before.st_gid):
+                try:
+                    os.chown(temporary, before.st_uid, before.st_gid)
+                except PermissionError:
+                    raise WriteRefused("its owner or group would change (jaxlint writes a new file)") from None
+                os.chmod(temporary, stat.S_IMODE(before.st_mode))  # chown clears setuid bits
+            with open(real, "rb") as current:
+                if current.read() != original:
+                    raise WriteRefused("changed since jaxlint read it")
+            os.replace(temporary, real)
+        except BaseException:
+            with suppress(OSError):
+                os.unlink(temporary)
+            raise
+
+
+def write_fix(file: SourceFile, outcome: FixOutcome) -> str | None:
+    """Write `outcome` to `file`; None when written, else the error line to report (the
+    file is then left as it was)."""
+    if file.outside:
+        return f"{file.display}: outside the paths given (through a symbolic link); not fixed"
+    try:
+        write_fixed(str(file.path), outcome.original, outcome.fixed)
+    except WriteRefused as reason:
+        return f"{file.display}: {reason}; not fixed"
+    except OSError as error:
+        return f"{file.display}: cannot write: {error.strerror or error}"
+    return None

@@ -16,7 +16,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from ._config import Settings
+from ._config import Settings, format_size
 from ._discovery import SourceFile
 from ._engine import FileResult, Finding, analyze
 from ._project import Project, project_for
@@ -25,15 +25,25 @@ from ._rule import Rule
 from ._version import __version__
 
 
-__all__ = ["LintCache", "lint_files", "read_source"]
+__all__ = ["LintCache", "Skipped", "lint_files", "read_source"]
 
 # Below this many files a pool costs more to start than it saves.
 _POOL_THRESHOLD = 16
 
 
-def read_source(file: SourceFile) -> bytes | str:
-    """The file's bytes, or an error line."""
+class Skipped(str):
+    """The line saying why a file is not read on purpose (larger than `max-file-size`)."""
+
+
+def read_source(file: SourceFile, max_size: int = 0) -> bytes | str:
+    """The file's bytes, or an error line (a `Skipped` one when it is over `max_size`
+    bytes, unless that is 0)."""
     try:
+        size = file.path.stat().st_size
+        if max_size and size > max_size:
+            return Skipped(
+                f"{file.display}: {format_size(size)}, over max-file-size ({format_size(max_size)}); skipped"
+            )
         return file.path.read_bytes()
     except IsADirectoryError:
         return f"{file.display}: is a directory"
@@ -265,11 +275,14 @@ def lint_files(
     global _PROJECT
     results: list[FileResult | None] = [None] * len(files)
     pending: list[tuple[int, str, bytes, tuple[str, ...], str | None]] = []
-    sources = [read_source(file) for file in files]
+    sources = [read_source(file, settings.max_file_size) for file in files]
     _PROJECT = project_for(
         (file.display, file.path, data) for file, data in zip(files, sources) if not isinstance(data, str)
     )
     for index, (file, data) in enumerate(zip(files, sources)):
+        if isinstance(data, Skipped):
+            results[index] = FileResult(file.display, skipped=data)
+            continue
         if isinstance(data, str):
             results[index] = FileResult(file.display, error=data)
             continue

@@ -556,13 +556,15 @@ def test_fix_reports_a_file_it_cannot_write(tmp_path: Path, run_cli, monkeypatch
 
     path = write(tmp_path / "bad.py", CHAIN)
 
-    def refuse(path: str, data: bytes) -> None:
-        raise PermissionError(13, "Permission denied", path)
+    def refuse(*args: object) -> None:
+        raise PermissionError(13, "Permission denied", "bad.py")
 
-    monkeypatch.setattr(_fixer, "write_atomic", refuse)
+    monkeypatch.setattr(_fixer.os, "replace", refuse)
     result = run_cli("fix", "bad.py")
     assert result.exit_code == 2
     assert result.stderr.strip() == "jaxlint: error: bad.py: cannot write: Permission denied"
+    assert "Fixed" not in result.output  # nothing was (issue 19, row 10)
+    assert [p.name for p in tmp_path.iterdir()] == ["bad.py"]  # nor any temporary file
     assert path.read_text() == CHAIN
 
 

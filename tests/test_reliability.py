@@ -232,12 +232,18 @@ def test_a_parser_crash_in_a_worker_is_reported_against_its_file(tmp_path: Path,
     from jaxlint._discovery import discover
     from jaxlint._registry import default_rules
 
-    if _runner._pool_context().get_start_method() != "fork":
+    import multiprocessing
+
+    if sys.platform != "linux":
         pytest.skip("the crash is injected into forked workers")
+    monkeypatch.setattr(_runner, "_pool_context", lambda: multiprocessing.get_context("fork"))
     lint_one = _runner._lint_one
 
     def crashing(display, data, slugs, options):  # type: ignore[no-untyped-def]
         if display.endswith("crash.py"):
+            import faulthandler
+
+            faulthandler.disable()  # pytest's, inherited: it would print the crash
             os.kill(os.getpid(), signal.SIGSEGV)
         return lint_one(display, data, slugs, options)
 
@@ -290,3 +296,283 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return "Z"
+
+
+# -- rows 5, 8, 10, 11, 14: what `fix` writes -------------------------------------------------
+
+
+def test_fix_does_not_overwrite_an_edit_saved_meanwhile(tmp_path: Path, run_cli, monkeypatch) -> None:
+    """Row 5: the file is compared with what was read just before the new one replaces it."""
+    from jaxlint import _fixer
+
+    path = write(tmp_path / "a.py", CHAIN)
+    write(tmp_path / "b.py", CHAIN)
+    edited = CHAIN + "# saved by the editor while fix ran\n"
+    fix_source = _fixer.fix_source
+
+    def fix_while_the_user_saves(display, data, *args, **kwargs):  # type: ignore[no-untyped-def]
+        outcome = fix_source(display, data, *args, **kwargs)
+        if display == "a.py":
+            path.write_text(edited)
+        return outcome
+
+    monkeypatch.setattr(_fixer, "fix_source", fix_while_the_user_saves)
+    result = run_cli("fix", "a.py", "b.py")
+    assert result.exit_code == 2
+    assert result.stderr == "jaxlint: error: a.py: changed since jaxlint read it; not fixed\n"
+    assert path.read_text() == edited
+    assert CHAIN_FIXED_LINE in (tmp_path / "b.py").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]
+
+
+@posix_only
+def test_a_signal_while_fix_writes_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """Row 8: Ctrl-C just after the temporary file is made waits for the write to end."""
+    write(tmp_path / "a.py", CHAIN)
+    script = (
+        "import os, signal, sys\n"
+        "from jaxlint import _fixer\n"
+        "from jaxlint._cli import main\n"
+        "mkstemp = _fixer.tempfile.mkstemp\n"
+        "def interrupted(*args, **kwargs):\n"
+        "    made = mkstemp(*args, **kwargs)\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return made\n"
+        "_fixer.tempfile.mkstemp = interrupted\n"
+        "main(['fix', 'a.py'])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 130, result.stderr
+    assert result.stderr.endswith("jaxlint: interrupted\n")
+    assert "Traceback" not in result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["a.py"]
+    assert CHAIN_FIXED_LINE in (tmp_path / "a.py").read_text()  # written whole before stopping
+
+
+@posix_only
+def test_fix_removes_temporary_files_a_killed_run_left(tmp_path: Path, run_cli) -> None:
+    """Row 8: SIGKILL cannot be caught; the next run removes what a dead process left."""
+    write(tmp_path / "a.py", CHAIN)
+    write(tmp_path / ".jaxlint-999999999-x1y2.tmp", CHAIN[:20])  # no such process
+    write(tmp_path / ".jaxlint-keep.tmp", "not ours")
+    assert run_cli("fix", "a.py").exit_code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".jaxlint-keep.tmp", "a.py"]
+
+
+@posix_only
+def test_fix_leaves_read_only_files_alone(tmp_path: Path, run_cli) -> None:
+    """Row 10 (and issue 18): one line per read-only file, exit 2, the others fixed."""
+    import stat
+
+    locked = write(tmp_path / "locked.py", CHAIN)
+    locked.chmod(0o444)
+    write(tmp_path / "open.py", CHAIN)
+    result = run_cli("fix", "--output-format", "concise", ".")
+    assert result.exit_code == 2
+    assert result.stderr == "jaxlint: error: locked.py: read-only; not fixed\n"
+    assert locked.read_text() == CHAIN
+    assert stat.S_IMODE(locked.stat().st_mode) == 0o444
+    assert CHAIN_FIXED_LINE in (tmp_path / "open.py").read_text()
+    assert "Fixed 1 finding in 1 file." in result.stdout
+    assert concise(result.stdout) == ["locked.py:5:13: JL003"]  # its finding remains
+
+
+@posix_only
+@pytest.mark.skipif(os.name == "posix" and os.geteuid() == 0, reason="root writes into read-only directories")
+def test_fix_in_a_read_only_directory_says_nothing_was_fixed(tmp_path: Path, run_cli) -> None:
+    path = write(tmp_path / "pkg" / "a.py", CHAIN)
+    (tmp_path / "pkg").chmod(0o555)
+    try:
+        result = run_cli("fix", "pkg")
+    finally:
+        (tmp_path / "pkg").chmod(0o755)
+    assert result.exit_code == 2
+    assert "Fixed" not in result.output
+    assert path.read_text() == CHAIN
+
+
+@posix_only
+def test_fix_refuses_to_split_hard_links(tmp_path: Path, run_cli) -> None:
+    """Row 11: a rename would give the fixed file a new inode, leaving the link the old one."""
+    path = write(tmp_path / "a.py", CHAIN)
+    os.link(path, tmp_path / "b.py")
+    result = run_cli("fix", "a.py")
+    assert result.exit_code == 2
+    assert result.stderr == "jaxlint: error: a.py: has 2 hard links, which a rewritten file would split; not fixed\n"
+    assert path.read_text() == CHAIN
+    assert path.stat().st_ino == (tmp_path / "b.py").stat().st_ino
+
+
+@posix_only
+@pytest.mark.skipif(os.name == "posix" and os.geteuid() != 0, reason="only root can give a file away")
+def test_fix_keeps_owner_group_and_mode(tmp_path: Path, run_cli) -> None:
+    """Row 11: run as root, the fixed file was given to root:root."""
+    import stat
+
+    path = write(tmp_path / "a.py", CHAIN)
+    os.chown(path, 4321, 4322)
+    path.chmod(0o640)
+    assert run_cli("fix", "a.py").exit_code == 0
+    assert CHAIN_FIXED_LINE in path.read_text()
+    info = path.stat()
+    assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (4321, 4322, 0o640)
+
+
+@posix_only
+def test_fix_does_not_write_through_a_link_out_of_the_paths_given(tmp_path: Path, run_cli) -> None:
+    """Row 14: a link in the tree to a file elsewhere is linted, not rewritten; directory
+    links are followed."""
+    outside = write(tmp_path / "elsewhere" / "target.py", CHAIN)
+    write(tmp_path / "elsewhere" / "lib" / "mod.py", CHAIN)
+    write(tmp_path / "proj" / "own.py", CHAIN)
+    (tmp_path / "proj" / "link.py").symlink_to(outside)
+    (tmp_path / "proj" / "lib").symlink_to(tmp_path / "elsewhere" / "lib")
+    checked = run_cli("check", "--output-format", "concise", "proj")
+    assert checked.exit_code == 1
+    assert concise(checked.stdout) == ["proj/lib/mod.py:5:13: JL003", "proj/link.py:5:13: JL003", "proj/own.py:5:13: JL003"]
+    fixed = run_cli("fix", "proj")
+    assert fixed.exit_code == 2
+    assert sorted(fixed.stderr.splitlines()) == [
+        "jaxlint: error: proj/lib/mod.py: outside the paths given (through a symbolic link); not fixed",
+        "jaxlint: error: proj/link.py: outside the paths given (through a symbolic link); not fixed",
+    ]
+    assert outside.read_text() == CHAIN
+    assert (tmp_path / "elsewhere" / "lib" / "mod.py").read_text() == CHAIN
+    assert CHAIN_FIXED_LINE in (tmp_path / "proj" / "own.py").read_text()
+    # Named as well, the target is among the paths given.
+    assert run_cli("fix", "proj", "elsewhere/target.py").exit_code == 2
+    assert CHAIN_FIXED_LINE in outside.read_text()
+
+
+# -- row 7: Ctrl-C exits 130 ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["check", "fix"])
+def test_ctrl_c_exits_130_with_one_line(tmp_path: Path, monkeypatch, capsys, command: str) -> None:
+    from jaxlint import _cli, _fixer
+
+    write(tmp_path / "a.py", CHAIN)
+    monkeypatch.chdir(tmp_path)
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_cli, "lint_files", interrupted)
+    monkeypatch.setattr(_fixer, "fix_source", interrupted)
+    with pytest.raises(SystemExit) as exit:
+        _cli.main([command, "a.py"])
+    assert exit.value.code == 130
+    captured = capsys.readouterr()
+    assert captured.err.strip() == "jaxlint: interrupted"
+    assert "Aborted" not in captured.err
+
+
+def test_ctrl_c_while_the_linter_is_imported_exits_130(tmp_path: Path) -> None:
+    """The console script's first import is the package: a Ctrl-C while libcst loads."""
+    script = (
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'libcst':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "from jaxlint._entry import main\n"
+        "main()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script, "check", "."], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 130
+    assert result.stderr == "jaxlint: interrupted\n"
+
+
+def test_the_console_script_is_the_entry_that_answers_ctrl_c() -> None:
+    from importlib.metadata import entry_points
+
+    [script] = [e for e in entry_points(group="console_scripts") if e.name == "jaxlint"]
+    assert script.value == "jaxlint._entry:main"
+
+
+# -- row 15: no deprecated click API ---------------------------------------------------------------
+
+
+def test_the_cli_does_not_use_click_get_text_stream(tmp_path: Path, run_cli, monkeypatch) -> None:
+    """Deprecated in Click 8.5, removed in 9.0 (`click>=8.1` has no upper bound)."""
+    import click
+
+    def removed(*args: object) -> None:
+        raise AssertionError("click.get_text_stream is removed in Click 9")
+
+    monkeypatch.setitem(vars(click), "get_text_stream", removed)  # (getattr would warn)
+    write(tmp_path / "a.py", CHAIN)
+    for args in (["check", "a.py"], ["check", "--statistics", "a.py"], ["fix", "--diff", "a.py"], ["rules"], ["rule", "JL003"]):
+        result = run_cli(*args)
+        assert result.exit_code in (0, 1), (args, result.output)
+
+
+# -- issue 18: max-file-size ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["check", "fix"])
+def test_a_file_over_max_file_size_is_skipped_with_a_warning(tmp_path: Path, run_cli, command: str) -> None:
+    write(tmp_path / "pyproject.toml", '[tool.jaxlint]\nmax-file-size = "1KB"\n')
+    big = write(tmp_path / "big.py", CHAIN + "# padding\n" * 200)
+    write(tmp_path / "small.py", CHAIN)
+    result = run_cli(command, "--output-format", "concise", ".")
+    assert result.exit_code == (1 if command == "check" else 0), result.output
+    assert result.stderr == "jaxlint: warning: big.py: 2.1 KiB, over max-file-size (1 KiB); skipped\n"
+    assert big.read_text() == CHAIN + "# padding\n" * 200
+    if command == "check":
+        assert concise(result.stdout) == ["small.py:5:13: JL003"]
+    else:
+        assert CHAIN_FIXED_LINE in (tmp_path / "small.py").read_text()
+
+
+def test_max_file_size_zero_is_no_limit(tmp_path: Path, run_cli) -> None:
+    write(tmp_path / "pyproject.toml", "[tool.jaxlint]\nmax-file-size = 0\n")
+    write(tmp_path / "big.py", CHAIN + "# padding\n" * 200)
+    result = run_cli("check", "big.py")
+    assert result.exit_code == 1
+    assert result.stderr == ""
+
+
+def test_the_default_max_file_size_is_a_few_megabytes() -> None:
+    from jaxlint._config import load_settings
+
+    assert 2 * 1024**2 <= load_settings(None).max_file_size <= 10 * 1024**2
+
+
+@pytest.mark.parametrize("value", ["-1", "true", '"lots"', "1.5", '"4 TB"', "[1]"])
+def test_a_bad_max_file_size_is_a_config_error(tmp_path: Path, run_cli, value: str) -> None:
+    write(tmp_path / "pyproject.toml", f"[tool.jaxlint]\nmax-file-size = {value}\n")
+    write(tmp_path / "a.py", CHAIN)
+    result = run_cli("check", "a.py")
+    assert result.exit_code == 2
+    assert result.stderr.endswith(
+        "[tool.jaxlint]: 'max-file-size' must be a size in bytes, or a string such as \"4MB\" (0: no limit)\n"
+    )
+
+
+# -- row 12: a docstring that shares its line ------------------------------------------------------
+
+LOOP_BODY = """
+
+def f(model, plan):
+    for name, layer in plan.items():
+        model = eqx.tree_at(lambda m: getattr(m, name), model, layer)
+    return model
+"""
+
+
+@pytest.mark.parametrize(
+    "first_line",
+    ['"""Doc."""; import equinox as eqx', '"""Doc."""; from __future__ import annotations; import equinox as eqx'],
+)
+def test_an_added_import_goes_below_a_docstring_sharing_its_line(tmp_path: Path, run_cli, first_line: str) -> None:
+    import ast
+
+    path = write(tmp_path / "doc.py", first_line + "\n" + LOOP_BODY)
+    result = run_cli("fix", "--unsafe-fixes", "doc.py")
+    assert result.exit_code == 0, result.output
+    text = path.read_text()
+    assert text.startswith(first_line + "\nfrom jaxlint.runtime import tree_at_batched\n")
+    assert ast.get_docstring(ast.parse(text)) == "Doc."
+    compile(text, "doc.py", "exec")  # a __future__ import stays first
