@@ -39,6 +39,8 @@ __all__ = [
     "Often",
     "call_chain_evidence",
     "config_defaults",
+    "config_flags",
+    "off_by_default",
     "describe_loop",
     "loop_evidence",
     "integer_value",
@@ -315,6 +317,55 @@ def _most(counts: Iterable[int | None]) -> int | None:
     return max(known)  # type: ignore[type-var]
 
 
+def off_by_default(ctx: FileContext, path: Sequence[cst.CSTNode]) -> str | None:
+    """The flag, when the node whose ancestors are `path` runs only if somebody asks: it sits
+    (inside its function) under `if flag:` where `flag` is a parameter defaulting to False or
+    None that no call in the file sets (`def fit(..., verbose=False)`), or a configuration
+    field the file declares False (`verbose: bool = False`, `add_argument("--verbose",
+    action="store_true")`, `flags.DEFINE_bool("verbose", False, ...)`). An ordinary run skips
+    it. None otherwise."""
+    start = max((i for i, n in enumerate(path) if isinstance(n, (cst.FunctionDef, cst.Lambda))), default=0)
+    for index in range(start, len(path) - 1):
+        node, child = path[index], path[index + 1]
+        if not (isinstance(node, cst.If) and child is node.body):
+            continue
+        test = node.test
+        if isinstance(test, cst.Attribute) and config_flags(ctx).get(test.attr.value) is False:
+            return ctx.module.code_for_node(test)
+        if isinstance(test, cst.Name) and _off_parameter(ctx, test.value, list(path[: index + 1])):
+            return test.value
+    return None
+
+
+def _off_parameter(ctx: FileContext, name: str, path: list[cst.CSTNode]) -> bool:
+    from ._callgraph import parameter_calls
+
+    bindings = ctx.bindings.of(name, path)
+    if len(bindings) != 1 or bindings[0].kind is not Kind.PARAM:
+        return False
+    binding = bindings[0]
+    if not _false(binding.value):
+        return False
+    found = parameter_calls(ctx, binding.node, binding.path)
+    if found is None:
+        return True  # callers elsewhere: the default is what a run gets unless asked
+    return all(passed is None or _false(passed) for passed, _ in found[1])
+
+
+def _false(value: cst.BaseExpression | None) -> bool:
+    return isinstance(value, cst.Name) and value.value in ("False", "None")
+
+
+def config_flags(ctx: FileContext) -> dict[str, bool]:
+    """The boolean defaults the file declares for configuration fields, by field name (as
+    `config_defaults` for integers; `action="store_true"` declares False)."""
+    found = getattr(ctx, "_config_flags", None)
+    if found is None:
+        config_defaults(ctx)
+        found = ctx._config_flags  # type: ignore[attr-defined]
+    return found
+
+
 def config_defaults(ctx: FileContext) -> dict[str, int]:
     """The integer defaults the file declares for configuration fields, by field name: class
     attributes with a literal value (`num_samples: int = 1` in a dataclass or config class),
@@ -322,17 +373,21 @@ def config_defaults(ctx: FileContext) -> dict[str, int]:
     1, ...)`. A name given two different defaults is left out. Computed once per file."""
     found = getattr(ctx, "_config_defaults", None)
     if found is None:
-        found = _collect_defaults(ctx.module)
+        found, flags = _collect_defaults(ctx.module)
         ctx._config_defaults = found  # type: ignore[attr-defined]
+        ctx._config_flags = flags  # type: ignore[attr-defined]
     return found
 
 
-def _collect_defaults(module: cst.Module) -> dict[str, int]:
-    values: dict[str, set[int]] = {}
+def _collect_defaults(module: cst.Module) -> tuple[dict[str, int], dict[str, bool]]:
+    values: dict[str, set[int | bool]] = {}
 
     def add(name: str, value: cst.BaseExpression | None) -> None:
+        key = name.lstrip("-").replace("-", "_")
         if isinstance(value, cst.Integer):
-            values.setdefault(name.lstrip("-").replace("-", "_"), set()).add(int(value.evaluated_value))
+            values.setdefault(key, set()).add(int(value.evaluated_value))
+        elif isinstance(value, cst.Name) and value.value in ("True", "False"):
+            values.setdefault(key, set()).add(value.value == "True")
 
     for node in _iter_config_nodes(module):
         if isinstance(node, cst.ClassDef):
@@ -348,6 +403,10 @@ def _collect_defaults(module: cst.Module) -> dict[str, int]:
             method = node.func.attr.value
             positional = [a.value for a in node.args if a.keyword is None and not a.star]
             keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+            action = keywords.get("action")
+            if method == "add_argument" and "default" not in keywords and isinstance(action, cst.SimpleString):
+                if action.evaluated_value in ("store_true", "store_false"):
+                    keywords["default"] = cst.Name("False" if action.evaluated_value == "store_true" else "True")
             if method == "add_argument" and "default" in keywords:
                 flags = [p for p in positional if isinstance(p, cst.SimpleString)]
                 long = [f for f in flags if f.evaluated_value.startswith("--")] or flags  # type: ignore[union-attr]
@@ -356,10 +415,14 @@ def _collect_defaults(module: cst.Module) -> dict[str, int]:
                     add(str(dest.evaluated_value), keywords["default"])
                 elif long:
                     add(str(long[0].evaluated_value), keywords["default"])
-            elif method == "DEFINE_integer" and positional and isinstance(positional[0], cst.SimpleString):
+            elif method in ("DEFINE_integer", "DEFINE_bool", "DEFINE_boolean") and positional and isinstance(positional[0], cst.SimpleString):
                 default = positional[1] if len(positional) > 1 else keywords.get("default")
                 add(str(positional[0].evaluated_value), default)
-    return {name: next(iter(found)) for name, found in values.items() if len(found) == 1}
+    single = {name: next(iter(found)) for name, found in values.items() if len(found) == 1}
+    return (
+        {n: v for n, v in single.items() if not isinstance(v, bool)},  # type: ignore[misc]
+        {n: v for n, v in single.items() if isinstance(v, bool)},  # type: ignore[misc]
+    )
 
 
 def _iter_config_nodes(module: cst.Module) -> Iterable[cst.CSTNode]:
@@ -373,6 +436,6 @@ def _iter_config_nodes(module: cst.Module) -> Iterable[cst.CSTNode]:
             yield node
         elif isinstance(node, cst.Call):
             func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value in ("add_argument", "DEFINE_integer"):
+            if isinstance(func, cst.Attribute) and func.attr.value in ("add_argument", "DEFINE_integer", "DEFINE_bool", "DEFINE_boolean"):
                 yield node
         stack.extend(iter_children(node))

@@ -54,7 +54,9 @@ outputs[:] = jaxlint.runtime.to_host(outputs)
 
 The rule stays silent for copies after the loop, under a guard that depends on the
 iteration (`if step % 100 == 0:`; a loop under the guard that runs compiled or model code on
-each of its own iterations, an eval loop over a test set, is still judged), in a condition that decides what the loop does next
+each of its own iterations, an eval loop over a test set, is still judged), under a flag that is off unless somebody asks (`if verbose:` where `verbose=False` is the
+parameter's default and no call in the file sets it, or a configuration field declared False),
+in a condition that decides what the loop does next
 (`if float(loss) < best:`, `while float(err) > tol:`), of values computed before the loop
 (after the first copy jax keeps the host copy), of NumPy values, in loops that send no work
 to the device, and inside jitted or otherwise traced code. It also stays silent for a list of
@@ -99,7 +101,7 @@ from __future__ import annotations
 import libcst as cst
 
 from jaxlint._callgraph import has_modulo, periodic
-from jaxlint._frequency import Often, loop_evidence, loop_runs
+from jaxlint._frequency import Often, loop_evidence, loop_runs, off_by_default
 from jaxlint._context import Loop
 from jaxlint._device import HostCopy
 from jaxlint._jaxapi import FILTER_JIT
@@ -243,6 +245,8 @@ class HostCopyInLoop(Rule):
             return None
         if ctx.device.is_traced(ctx.ancestors) or ctx.device.in_test(path):
             return None
+        if off_by_default(ctx, path):
+            return None  # `if verbose:` with `verbose=False`: runs only when somebody asks
         # Innermost loop first: a guard (`if step % 100 == 0:`) excuses the copy for the loops
         # around it (`_excused`), not for a loop under it (an eval loop run when it fires).
         for loop in reversed(loops):
