@@ -26,9 +26,10 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import _jaxapi
 
@@ -293,18 +294,43 @@ class _Summary:
         return ModuleFacts(self.module, tuple(sorted(jitted.items())), frozenset(traced_calls), frozenset(eager_calls))
 
 
-def project_for(files: Iterable[tuple[str, Path, bytes]]) -> Project:
-    """The project of a run: `files` are (display path, path, bytes) of its Python files."""
+def project_for(files: Iterable[tuple[str, Path, bytes]], store: MutableMapping[str, Any] | None = None) -> Project:
+    """The project of a run: `files` are (display path, path, bytes) of its Python files.
+    `store` (the lint cache's entries) keeps each module's facts by content hash, so a warm
+    run reads no file's tree again."""
     facts = []
     for display, path, data in files:
         if path.suffix != ".py":
             continue
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        if "def " not in text and "import" not in text:
-            continue
-        facts.append((display, summarize(module_name(path.resolve() if not path.is_absolute() else path), text)))
+        module = module_name(path.resolve() if not path.is_absolute() else path)
+        key = "facts:" + hashlib.sha256(module.encode() + b"\0" + data).hexdigest()
+        known = _stored_facts(store.get(key)) if store is not None else None
+        if known is None:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            known = summarize(module, text)
+            if store is not None:
+                store[key] = {
+                    "module": known.module,
+                    "jitted": [list(pair) for pair in known.jitted],
+                    "traced": sorted(known.traced_calls),
+                    "eager": sorted(known.eager_calls),
+                }
+        facts.append((display, known))
     return Project.from_facts(facts)
 
+
+def _stored_facts(entry: object) -> ModuleFacts | None:
+    """The facts a cache entry holds, or None unless it has exactly the shape stored."""
+    if not isinstance(entry, dict) or set(entry) != {"module", "jitted", "traced", "eager"}:
+        return None
+    module, jitted, traced, eager = entry["module"], entry["jitted"], entry["traced"], entry["eager"]
+    if not isinstance(module, str) or not all(isinstance(x, list) for x in (jitted, traced, eager)):
+        return None
+    if not all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in jitted):
+        return None
+    if not all(isinstance(x, str) for x in (*traced, *eager)):
+        return None
+    return ModuleFacts(module, tuple((a, b) for a, b in jitted), frozenset(traced), frozenset(eager))

@@ -276,9 +276,13 @@ def lint_files(
     results: list[FileResult | None] = [None] * len(files)
     pending: list[tuple[int, str, bytes, tuple[str, ...], str | None]] = []
     sources = [read_source(file, settings.max_file_size) for file in files]
+    known = len(cache.entries) if cache is not None else 0
     _PROJECT = project_for(
-        (file.display, file.path, data) for file, data in zip(files, sources) if not isinstance(data, str)
+        ((file.display, file.path, data) for file, data in zip(files, sources) if not isinstance(data, str)),
+        cache.entries if cache is not None else None,  # module facts live beside findings ("facts:" keys)
     )
+    if cache is not None and len(cache.entries) != known:
+        cache.dirty = True
     for index, (file, data) in enumerate(zip(files, sources)):
         if isinstance(data, Skipped):
             results[index] = FileResult(file.display, skipped=data)

@@ -55,3 +55,18 @@ def test_case_depends_on_other_modules(case: Path, run_cli, in_case) -> None:
     in_case(case)
     alone = set().union(*(_lint(run_cli, name) for name in _files(case)))
     assert alone != _expected(case)
+
+
+def test_cached_findings_follow_other_modules(tmp_path: Path, run_cli) -> None:
+    """A file's cached findings are stale when what another module defines changes: with the
+    jit taken off the step, the unchanged loop file no longer reports a host copy."""
+    import shutil
+
+    shutil.copytree(PROJECTS / "jitted_elsewhere" / "trainer", tmp_path / "trainer")
+    check = lambda: run_cli("check", "--exit-zero", "--output-format", "json", "trainer")  # noqa: E731
+    first = {(f["path"], f["rule"]) for f in json.loads(check().stdout)}
+    assert ("trainer/loop.py", "host-copy-in-loop") in first
+    assert {(f["path"], f["rule"]) for f in json.loads(check().stdout)} == first  # warm: same
+    steps = tmp_path / "trainer" / "steps.py"
+    steps.write_text(steps.read_text().replace("@jax.jit\n", ""))
+    assert ("trainer/loop.py", "host-copy-in-loop") not in {(f["path"], f["rule"]) for f in json.loads(check().stdout)}
