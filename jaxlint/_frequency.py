@@ -200,8 +200,19 @@ def _count(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode], 
         if all(isinstance(e, cst.Element) for e in expr.elements):
             return len(expr.elements)
         return None
+    if isinstance(expr, cst.Dict):
+        if all(isinstance(e, cst.DictElement) for e in expr.elements):
+            return len(expr.elements)
+        return None
     if isinstance(expr, cst.Name):
         return _most(_count(ctx, value, path, depth + 1) for value in _assigned(ctx, expr.value, path))
+    if (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value in _DICT_VIEWS
+        and not expr.args
+    ):
+        return _count(ctx, expr.func.value, path, depth + 1)  # `{"train": a, "val": b}.items()`
     if not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Name):
         return None
     name = expr.func.value
