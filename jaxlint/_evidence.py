@@ -78,13 +78,13 @@ def _file(row: dict[str, Any]) -> str:
     return os.path.normcase(os.path.abspath(row.get("file") or row["path"]))
 
 
-def _measured(row: dict[str, Any], run: RunEvidence) -> str:
+def _measured(row: dict[str, Any], run: RunEvidence, *, what: bool = True) -> str:
     measured = row.get("measured") or {}
     seconds = float(measured.get("seconds", 0.0))
     share = f", {seconds / run.wall_seconds:.0%} of the {_seconds(run.wall_seconds)} run" if run.wall_seconds else ""
     # A run finding's message is what was measured, then "; " and the advice.
-    what = str(row.get("message", "")).rsplit("; ", 1)[0]
-    return f"measured in the run ({run.device}): {_seconds(seconds)}{share}: {what}"
+    cost = f"measured in the run ({run.device}): {_seconds(seconds)}{share}"
+    return f"{cost}: {str(row.get('message', '')).rsplit('; ', 1)[0]}" if what else cost
 
 
 def _no_cost(code: str, row: dict[str, Any]) -> str | None:
@@ -158,5 +158,5 @@ def _run_finding(file: str, row: dict[str, Any], run: RunEvidence) -> Finding | 
         rule=str(row["rule"]),
         message=str(row["message"]),
         source_line=source,
-        evidence=(f"found by `jaxlint run` ({run.source}), not by the static rules", f"measured in the run ({run.device})"),
+        evidence=(f"found by `jaxlint run` ({run.source}), not by the static rules", _measured(row, run, what=False)),
     )
