@@ -30,6 +30,7 @@ RULES = {
 MIN_SYNCS = 5
 MIN_FILTER_JIT_CALLS = 5
 MIN_RECOMPILES = 2
+WAIT_SHARE = 0.01
 _CHANGE = re.compile(r"^\s*\* at (?P<path>.+?), now (?P<now>\S+) and before (?P<before>\S+?)\s*$", re.M)
 _TYPE = re.compile(r"^(?P<dtype>[a-z]+\d*)\[(?P<dims>[\d,]*)\]")
 
@@ -227,7 +228,10 @@ class RunReport:
     def _sync_findings(self) -> list[RunFinding]:
         findings = []
         for (path, line), site in self._profile.syncs.items():
-            if site.count < MIN_SYNCS or site.pending < 2 or 2 * site.pending < site.count:
+            if site.count < MIN_SYNCS or site.pending < 2:
+                continue
+            # Most reads waited, or the waits, however few, are a real share of the run.
+            if 2 * site.pending < site.count and site.pending_seconds < WAIT_SHARE * self.wall_seconds:
                 continue
             kind = max(site.kinds, key=site.kinds.__getitem__)
             findings.append(RunFinding(

@@ -416,3 +416,22 @@ def test_profile_keeps_its_cache_miss_explanations_out_of_the_program_logging() 
         logging.getLogger().removeHandler(handler)
     assert [f.code for f in report.findings] == ["JL008"]  # the explanations were read ...
     assert not [r for r in records if "CACHE MISS" in r.getMessage()]  # ... and not passed on
+
+
+@pytest.mark.parametrize(
+    ("count", "pending", "waited", "reported"),
+    [
+        (8, 6, 0.001, True),  # most reads waited
+        (1000, 30, 0.5, True),  # few did, but half a second of a 10 s run
+        (1000, 30, 0.05, False),  # few did, briefly: the values were mostly ready
+        (4, 4, 1.0, False),  # too few reads to call it a loop
+    ],
+)
+def test_host_wait_threshold(tmp_path: Path, count: int, pending: int, waited: float, reported: bool) -> None:
+    from jaxlint.runtime._profile import SyncSite
+
+    run = profile()
+    run.syncs[(str(tmp_path / "a.py"), 3)] = SyncSite(count, pending, waited, waited, {"float()": count})
+    run.wall = 10.0
+    run.report._finish()
+    assert [(f.code, f.count) for f in run.report.findings] == ([("JL005", pending)] if reported else [])
