@@ -65,6 +65,7 @@ class Repo:
     about: str
     audited: bool
     batch: int
+    rotated: str = ""  # why a repository drawn to `test` was moved to `dev` (its results were read)
 
     @property
     def folder(self) -> Path:
@@ -103,6 +104,7 @@ def load_corpus(path: Path = REPOS_TOML) -> Corpus:
             about=entry.get("about", ""),
             audited=bool(entry.get("audited", False)),
             batch=int(entry["batch"]),
+            rotated=str(entry.get("rotated", "")),
         )
         for entry in data["repo"]
     )

@@ -381,7 +381,9 @@ def config_defaults(ctx: FileContext) -> dict[str, int]:
     """The integer defaults the file declares for configuration fields, by field name: class
     attributes with a literal value (`num_samples: int = 1` in a dataclass or config class),
     `parser.add_argument("--num-samples", default=1)`, `flags.DEFINE_integer("num_samples",
-    1, ...)`. A name given two different defaults is left out. Computed once per file."""
+    1, ...)`. A name given two different defaults is left out, and so is a field the file sets
+    itself (`args.num_iterations = ...`) or declares 0 (a placeholder filled in later).
+    Computed once per file."""
     found = getattr(ctx, "_config_defaults", None)
     if found is None:
         found, flags = _collect_defaults(ctx.module)
@@ -400,8 +402,12 @@ def _collect_defaults(module: cst.Module) -> tuple[dict[str, int], dict[str, boo
         elif isinstance(value, cst.Name) and value.value in ("True", "False"):
             values.setdefault(key, set()).add(value.value == "True")
 
+    assigned: set[str] = set()
     for node in _iter_config_nodes(module):
-        if isinstance(node, cst.ClassDef):
+        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            assigned |= {t.attr.value for t in targets if isinstance(t, cst.Attribute)}
+        elif isinstance(node, cst.ClassDef):
             for statement in node.body.body:
                 if not isinstance(statement, cst.SimpleStatementLine):
                     continue
@@ -429,7 +435,13 @@ def _collect_defaults(module: cst.Module) -> tuple[dict[str, int], dict[str, boo
             elif method in ("DEFINE_integer", "DEFINE_bool", "DEFINE_boolean") and positional and isinstance(positional[0], cst.SimpleString):
                 default = positional[1] if len(positional) > 1 else keywords.get("default")
                 add(str(positional[0].evaluated_value), default)
-    single = {name: next(iter(found)) for name, found in values.items() if len(found) == 1}
+    # A field the file sets itself (`args.num_iterations = args.total // args.batch_size`) is
+    # not at its declared default when it is read; nor is one declared 0 (a placeholder).
+    single = {
+        name: next(iter(found))
+        for name, found in values.items()
+        if len(found) == 1 and name not in assigned and not (type(next(iter(found))) is int and next(iter(found)) <= 0)
+    }
     return (
         {n: v for n, v in single.items() if not isinstance(v, bool)},  # type: ignore[misc]
         {n: v for n, v in single.items() if isinstance(v, bool)},  # type: ignore[misc]
@@ -437,13 +449,15 @@ def _collect_defaults(module: cst.Module) -> tuple[dict[str, int], dict[str, boo
 
 
 def _iter_config_nodes(module: cst.Module) -> Iterable[cst.CSTNode]:
-    """Classes and `add_argument`/`DEFINE_integer` calls, wherever they are."""
+    """Classes, assignments and `add_argument`/`DEFINE_*` calls, wherever they are."""
     from ._walk import iter_children
 
     stack: list[cst.CSTNode] = [module]
     while stack:
         node = stack.pop()
         if isinstance(node, cst.ClassDef):
+            yield node
+        elif isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
             yield node
         elif isinstance(node, cst.Call):
             func = node.func

@@ -25,8 +25,8 @@ Waiting means `jax.block_until_ready(out)`, `out.block_until_ready()`, or a copy
 (`np.asarray(out)`, `jax.device_get(out)`, `float(out)`, `out.item()`, `print(out)`) before
 the second read. The rule stays silent when the result is waited for, for NumPy/Python work, for a running
 clock (started once before a loop and read on each of its iterations without a restart: an
-elapsed-time total off by at most the step in flight; a rate computed from it, examples per
-second, is still reported),
+elapsed-time total, or a throughput over the whole run such as steps per second, off by at
+most the step in flight, with the first compile amortised over the run),
 for functions it does not know to dispatch device work, for code inside jitted functions, and
 for `eqx.filter_jit` calls: since equinox 0.11.8 they block on their own result before
 returning, so their timing is (accidentally) correct. It also stays silent when the only
@@ -209,36 +209,12 @@ _COMPILE_NAME = re.compile(r"warm_?up|compil|^jit_|_jit_", re.IGNORECASE)
 
 def _running_clock(region: TimedRegion) -> bool:
     """The clock is started once and read on every iteration of a loop that does not restart
-    it (`start = time.time()` before the epochs; `print(time.time() - start)` in each): a
-    running total of elapsed time, off by at most the one step still in flight, not a
-    measurement of the code between the two reads."""
+    it (`start = time.time()` before the epochs; `print(time.time() - start)` or
+    `global_step / (time.time() - start)` in each): a running total of elapsed time or a
+    throughput over the whole run, off by at most the one step still in flight, its first
+    compile amortised over the run; not a measurement of the code between the two reads."""
     started = {id(n) for n in region.start_path}
-    if not any(isinstance(n, (cst.For, cst.While)) and id(n) not in started for n in region.end_path):
-        return False
-    return not _divides_by_time(region)
-
-
-def _divides_by_time(region: TimedRegion) -> bool:
-    """Whether the elapsed time read at the end becomes a rate (`step * batch_size / dt`):
-    then the first step's compile, inside the running clock, skews the figure, and so does
-    the step still in flight when few steps have run."""
-    names = set()
-    for small in region.end_line.body:
-        if isinstance(small, cst.Assign):
-            names |= {n for t in small.targets for n in target_names(t.target)}
-    block = region.end_path[-1] if region.end_path else None
-    statements = getattr(block, "body", ()) if block is not None else ()
-    for statement in statements if isinstance(statements, (list, tuple)) else ():
-        for node in iter_subtree(statement):
-            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
-                divisor = node.right
-                if free_names(divisor) & names or (statement is region.end_line and _reads_clock(divisor)):
-                    return True
-    return False
-
-
-def _reads_clock(expr: cst.BaseExpression) -> bool:
-    return any(isinstance(n, cst.Call) for n in iter_subtree(expr))
+    return any(isinstance(n, (cst.For, cst.While)) and id(n) not in started for n in region.end_path)
 
 
 def _labelled_as_dispatch_or_compile(region: TimedRegion) -> bool:
