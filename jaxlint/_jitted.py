@@ -44,6 +44,9 @@ class JitIndex:
     _scoped: dict[tuple[int, str], str] = field(default_factory=dict)
     # (id of the class, attribute) → jit API of `self.attr = jax.jit(...)` in its methods.
     _attributes: dict[tuple[int, str], str] = field(default_factory=dict)
+    # (object name, attribute) → jit API of `model.apply = jax.jit(model.apply)` anywhere in
+    # the file, when the file assigns that attribute nothing else.
+    _rebound: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
     def build(cls, ctx: FileContext) -> JitIndex:
@@ -55,6 +58,7 @@ class JitIndex:
         attributes: dict[tuple[int, str], str] = {}
         other_attributes: set[tuple[int, str]] = set()
         factory_calls: list[tuple[int, cst.Assign]] = []
+        rebound: dict[tuple[str, str], str] = {}
         returns: dict[int, list[cst.BaseExpression | None]] = {}
         functions: dict[int, tuple[cst.FunctionDef, cst.CSTNode]] = {}  # id → (def, its owner)
 
@@ -77,6 +81,15 @@ class JitIndex:
             elif isinstance(node, cst.Assign):
                 api = index._wrapper_call(node.value, path)
                 for target in node.targets:
+                    spelled = target.target
+                    if (
+                        isinstance(spelled, cst.Attribute)
+                        and isinstance(spelled.value, cst.Name)
+                        and spelled.value.value not in ("self", "cls")
+                    ):
+                        key_attr = (spelled.value.value, spelled.attr.value)
+                        rebound[key_attr] = api if api is not None and rebound.get(key_attr, api) == api else _CONFLICT
+                        continue
                     attribute = _self_attribute(target.target, path)
                     if attribute is not None:
                         if api is not None:
@@ -129,6 +142,7 @@ class JitIndex:
             if api != _CONFLICT:
                 index.functions.setdefault(name, api)
         index._attributes = {k: v for k, v in attributes.items() if k not in other_attributes}
+        index._rebound = {k: v for k, v in rebound.items() if v != _CONFLICT}
         return index
 
     def _made(
@@ -187,7 +201,8 @@ class JitIndex:
             return api or None
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             if func.value.value not in ("self", "cls"):
-                return self._imported(func, call, ancestors)
+                rebound = self._rebound.get((func.value.value, func.attr.value))
+                return rebound or self._imported(func, call, ancestors)
             if func.value.value in ("self", "cls"):
                 owner = _enclosing_class(ancestors)
                 if owner is None:

@@ -67,6 +67,8 @@ def apply_finding(ctx: FileContext, found: ApplyCall, taken: set[str]) -> ApplyF
         return None
     if ctx.calls.site_mode(found.call, found.ancestors) is not Mode.EAGER:
         return None
+    if ctx.jit.callee(found.call, found.ancestors) is not None:
+        return None  # `model.apply = jax.jit(model.apply)` earlier: the call is compiled
     root = _root(func.value)
     innermost = found.loops[-1]
     if root in ctx.loop_bindings(innermost):
