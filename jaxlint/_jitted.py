@@ -215,6 +215,18 @@ class JitIndex:
             return self._wrapper_of(func.func, ancestors)
         return None
 
+    def _traced_by_callers(self, node: cst.FunctionDef) -> bool:
+        """A top-level function whose every caller runs traced: its call sites in this file
+        are all in traced code, or other modules of the project call it only from traced code
+        (`CallGraph.mode`, asked only where a call or the project could say so)."""
+        from ._callgraph import Mode
+
+        graph = self.ctx.calls
+        function = graph.function(node)
+        if function is None or not (function.sites or self.ctx.project is not None):
+            return False
+        return graph.mode(node) is Mode.TRACED
+
     def _imported(self, func: cst.BaseExpression, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> str | None:
         """The jit API of a callable another module of the project jits, called through its
         import (`from .steps import train_step`; `steps.train_step(...)`)."""
@@ -240,13 +252,8 @@ class JitIndex:
                     return True
                 if name in self.functions and self.jitted_def(node, _owner(ancestors[:index], self.ctx.module)):
                     return True
-                if project is not None and index == 1 and project.traced_only(f"{self.ctx.module_name}.{name}"):
-                    # Other modules call it only from traced code; unless this file calls it
-                    # eagerly itself, its body runs once per compile.
-                    from ._callgraph import Mode
-
-                    if self.ctx.calls.mode(node) is Mode.TRACED:
-                        return True
+                if index == 1 and self._traced_by_callers(node):
+                    return True
         return False
 
 
