@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 __all__ = ["BenchError", "FixturePair", "discover", "run_bench", "JAX_MISSING"]
 
-JAX_MISSING = 'jaxlint bench needs jax: pip install "jaxlint[runtime]"'
+JAX_MISSING = 'jaxlint bench needs jax: pip install jax jaxlib equinox (the runtime extra)'
 _MAIN = re.compile(r"^def main\(", re.M)
 _counter = itertools.count()
 

@@ -91,7 +91,7 @@ list every caller in the file passes), where batching saves one or two traversal
 ## Options
 
 - `runtime-helpers` (bool, default true): target `jaxlint.runtime.tree_at_batched`, which
-  needs `jaxlint[runtime]` wherever the fixed code runs. Set it to false in
+  needs jaxlint with its `runtime` extra wherever the fixed code runs. Set it to false in
   `[tool.jaxlint.tree-at-batch]` to keep the fixed code free of a jaxlint dependency.
 
 ## Runtime helper
@@ -217,7 +217,7 @@ class TreeAtBatch(Rule):
         "runtime-helpers": Option(
             bool,
             True,
-            "Rewrite loops to `jaxlint.runtime.tree_at_batched` (needs jaxlint[runtime] where "
+            "Rewrite loops to `jaxlint.runtime.tree_at_batched` (needs jaxlint and its runtime extra where "
             "the code runs); false: to one plain `eqx.tree_at` with a list `where`.",
         )
     }

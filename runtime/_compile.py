@@ -26,7 +26,7 @@ def _monitoring() -> Any:
         import jax.monitoring
     except ImportError as e:  # pragma: no cover - exercised only without jax
         raise ImportError(
-            'jaxlint.runtime needs jax: pip install "jaxlint[runtime]"'
+            'jaxlint.runtime needs jax: pip install jax jaxlib equinox (the runtime extra)'
         ) from e
     return jax.monitoring
 

@@ -27,7 +27,7 @@ def _jax() -> Any:
     try:
         import jax
     except ImportError as e:  # pragma: no cover - exercised only without jax
-        raise ImportError('jaxlint.runtime needs jax: pip install "jaxlint[runtime]"') from e
+        raise ImportError('jaxlint.runtime needs jax: pip install jax jaxlib equinox (the runtime extra)') from e
     return jax
 
 

@@ -87,7 +87,7 @@ def _load() -> None:
         import jax.numpy
         import jax.tree_util as jtu
     except ImportError as e:  # pragma: no cover - exercised only without jax
-        raise ImportError('jaxlint.runtime needs jax: pip install "jaxlint[runtime]"') from e
+        raise ImportError('jaxlint.runtime needs jax: pip install jax jaxlib equinox (the runtime extra)') from e
     import numpy as np
 
     # What `eqx.is_array` accepts: JAX arrays (tracers included), NumPy arrays and scalars.

@@ -44,7 +44,7 @@ def _load() -> None:
             import equinox
             import jax.tree_util as tree_util
         except ImportError as e:  # pragma: no cover - exercised only without jax
-            raise ImportError('jaxlint.runtime needs jax: pip install "jaxlint[runtime]"') from e
+            raise ImportError('jaxlint.runtime needs jax: pip install jax jaxlib equinox (the runtime extra)') from e
         _one_level = getattr(tree_util.default_registry, "flatten_one_level_with_keys", None)
         if _one_level is None:  # pragma: no cover - jax < 0.4.36
             _one_level = _one_level_fallback

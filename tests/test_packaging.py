@@ -88,7 +88,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = _snapshot(work / "src")
     result = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(work / "dist"), str(source)])
     assert result.returncode == 0, result.stdout + result.stderr
-    (built,) = (work / "dist").glob("jaxlint-*.whl")
+    (built,) = (work / "dist").glob("jaxlint_perf-*.whl")
     return built
 
 
@@ -289,3 +289,23 @@ def test_pre_commit_hooks(tmp_path: Path) -> None:
     git(user, "add", "reset.py")
     result = pre_commit("--all-files")
     assert result.returncode == 0, result.stdout
+
+
+def test_distribution_name_is_ours_and_the_readme_installs_it() -> None:
+    """`jaxlint` on the package index is an unrelated project: the distribution has its own
+    name, and no install line of the README fetches the other one."""
+    import re
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["name"] == "jaxlint-perf"
+    assert project["scripts"] == {"jaxlint": "jaxlint._cli:main"}
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    installs = re.findall(r"^\s*(?:\S*/)?pip install (.+)$", readme, flags=re.MULTILINE)
+    assert installs
+    for line in installs:
+        target = line.split("#")[0].split("&&")[0].replace("-q", "").replace("-e", "").strip().strip('"')
+        assert not re.match(r"jaxlint\b(?!-perf)", target), line
