@@ -18,7 +18,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from ._config import ConfigError, Settings, find_config, load_settings
-from ._discovery import SourceFile, discover
+from ._discovery import SourceFile, discover, stdin_source
 from ._engine import Finding
 from ._registry import SelectionError, all_rules, expand, get_rule
 from ._report import FORMATS, render, render_statistics
@@ -110,8 +110,13 @@ def _summary(findings: Sequence[Finding], unsafe_hint: bool = True) -> str:
     return text + (f" ({', '.join(details)})" if details else "") + "."
 
 
-_path_argument = click.argument("paths", nargs=-1, type=click.Path())
+_path_argument = click.argument("paths", nargs=-1, type=click.Path(allow_dash=True))
 _select_options = [
+    click.option(
+        "--stdin-filename",
+        metavar="PATH",
+        help="Read the source from standard input (`-`), linted as the file PATH: its configuration and kind.",
+    ),
     click.option("--select", multiple=True, help="Rules to run: slugs, codes or prefixes (comma-separated)."),
     click.option("--extend-select", multiple=True, help="Rules to add to the selection."),
     click.option("--ignore", multiple=True, help="Rules to turn off (comma-separated)."),
@@ -122,6 +127,24 @@ _select_options = [
         help="Apply exclude patterns to paths named on the command line too (for pre-commit).",
     ),
 ]
+
+
+def _read_stdin(paths: Sequence[str], stdin_filename: str | None) -> tuple[str, bytes] | None:
+    """(name, bytes) when the source comes from standard input: the path `-`, or
+    `--stdin-filename` with no path (as in ruff)."""
+    if "-" not in paths and not (stdin_filename and not paths):
+        return None
+    if tuple(paths) not in ((), ("-",)):
+        raise UsageProblem("`-` (standard input) cannot be combined with other paths")
+    return stdin_filename or "-", sys.stdin.buffer.read()
+
+
+def _inputs(
+    paths: Sequence[str], stdin: tuple[str, bytes] | None, settings: Settings, force_exclude: bool
+) -> tuple[list[SourceFile], list[str]]:
+    if stdin is not None:
+        return stdin_source(*stdin, settings, force_exclude=force_exclude), []
+    return discover(paths, settings, force_exclude=force_exclude)
 
 
 def _with_options(options):  # type: ignore[no-untyped-def]
@@ -155,6 +178,7 @@ def cli() -> None:
 )
 def check(
     paths: tuple[str, ...],
+    stdin_filename: str | None,
     select: tuple[str, ...],
     extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
@@ -168,13 +192,14 @@ def check(
     no_cache: bool,
     evidence: str | None,
 ) -> None:
-    """Report findings in PATHS (default: the current directory)."""
+    """Report findings in PATHS (default: the current directory; `-`: standard input)."""
+    stdin = _read_stdin(paths, stdin_filename)
     paths = paths or (".",)
-    settings = _settings(paths, config)
+    settings = _settings([stdin[0]] if stdin else paths, config)
     rules = _rules(settings, select, ignore, extend_select)
     run = _load_evidence(evidence) if evidence is not None else None
-    files, errors = discover(paths, settings, force_exclude=force_exclude)
-    cache = None if no_cache else LintCache(settings.root, _settings_key(settings, rules))
+    files, errors = _inputs(paths, stdin, settings, force_exclude)
+    cache = None if no_cache or stdin else LintCache(settings.root, _settings_key(settings, rules))
     results = lint_files(files, settings, rules, jobs=jobs, cache=cache)
     if cache is not None:
         cache.save()
@@ -235,6 +260,7 @@ def _settings_key(settings: Settings, rules: Sequence[type[Rule]]) -> str:
 def fix(
     paths: tuple[str, ...],
     fix_rules: tuple[str, ...],
+    stdin_filename: str | None,
     select: tuple[str, ...],
     extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
@@ -246,21 +272,30 @@ def fix(
     exit_zero: bool,
     quiet: bool,
 ) -> None:
-    """Apply fixes in PATHS, then report what remains."""
+    """Apply fixes in PATHS, then report what remains.
+
+    With `-` (standard input), the fixed source goes to standard output and the report to
+    standard error."""
     from ._fixer import fix_source, write_fix
 
+    stdin = _read_stdin(paths, stdin_filename)
     paths = paths or (".",)
-    settings = _settings(paths, config)
+    settings = _settings([stdin[0]] if stdin else paths, config)
     rules = _rules(settings, select, ignore, extend_select)
     try:
         only = {r for selector in _split(fix_rules) for r in expand(selector)} if fix_rules else None
     except SelectionError as error:
         raise UsageProblem(str(error)) from None
-    files, errors = discover(paths, settings, force_exclude=force_exclude)
+    files, errors = _inputs(paths, stdin, settings, force_exclude)
     remaining: list[Finding] = []
     skipped: list[str] = []
     fixed_files = applied = 0
     stdout = sys.stdout
+    # Fixing standard input: the source is the output, everything else is a message.
+    to_stdout = stdin is not None and not diff
+    report = sys.stderr if to_stdout else stdout
+    if to_stdout and not files:  # excluded (--force-exclude): pass it through unchanged
+        sys.stdout.buffer.write(stdin[1])  # type: ignore[index]
     sources = [read_source(file, settings.max_file_size) for file in files]
     # What the other files define, as `check` sees it (read before any file is rewritten).
     project = project_for((f.display, f.path, d) for f, d in zip(files, sources) if not isinstance(d, str))
@@ -276,7 +311,9 @@ def fix(
         )
         if outcome.error:
             errors.append(outcome.error)
-        if outcome.changed and not diff:
+        if to_stdout:
+            sys.stdout.buffer.write(outcome.fixed)
+        elif outcome.changed and not diff:
             problem = write_fix(file, outcome)
             if problem is not None:  # left as it was: what it had before the fix remains
                 errors.append(problem)
@@ -290,13 +327,13 @@ def fix(
         remaining.extend(outcome.remaining)
     remaining.sort(key=Finding.sort_key)
     if not diff:
-        render(remaining, output_format, stdout, color=_use_color(stdout))
+        render(remaining, output_format, report, color=_use_color(report))
     if output_format in ("text", "concise") and not quiet:
         verb = "Would fix" if diff else "Fixed"
         if applied:
-            click.echo(f"{verb} {applied} finding{'s' if applied != 1 else ''} in {fixed_files} file{'s' if fixed_files != 1 else ''}.", err=diff)
+            click.echo(f"{verb} {applied} finding{'s' if applied != 1 else ''} in {fixed_files} file{'s' if fixed_files != 1 else ''}.", err=diff or to_stdout)
         if not diff and (remaining or not errors):
-            click.echo(_summary(remaining, unsafe_hint=not unsafe_fixes))
+            click.echo(_summary(remaining, unsafe_hint=not unsafe_fixes), err=to_stdout)
     _print_errors([*skipped, *errors])
     if errors:
         sys.exit(EXIT_ERROR)

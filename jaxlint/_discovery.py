@@ -11,25 +11,28 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._config import Settings
 
 
-__all__ = ["SourceFile", "discover", "printable"]
+__all__ = ["SourceFile", "discover", "printable", "stdin_source"]
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
 
 @dataclass(frozen=True)
 class SourceFile:
-    """A file to lint: `display` as the user will see it, `path` to read it; `outside`
-    when it lies (through a symlink) outside every path named on the command line."""
+    """A file to lint: `display` as the user will see it, `path` to read it (and to pick its
+    configuration); `outside` when it lies (through a symlink) outside every path named on
+    the command line. `content`, when set, is the file's text read from elsewhere (standard
+    input for `--stdin-filename`): `path` is then only its name."""
 
     display: str
     path: Path
     outside: bool = False
+    content: bytes | None = field(default=None, compare=False, repr=False)
 
 
 def printable(text: str) -> str:
@@ -125,3 +128,15 @@ def discover(
                     real, SourceFile(printable(display), candidate, outside=not _is_within(real, roots))
                 )
     return list(files.values()), errors
+
+
+def stdin_source(
+    name: str, content: bytes, settings: Settings, *, force_exclude: bool = False
+) -> list[SourceFile]:
+    """The file read from standard input, linted as if it were at `name` (its configuration,
+    `per-file-ignores` and kind, `.ipynb` or not), or nothing when `force_exclude` and `name`
+    is excluded (what an editor plugin wants for a generated file)."""
+    path = Path(name)
+    if force_exclude and _excluded_with_parents(path, settings):
+        return []
+    return [SourceFile(name, path, content=content)]

@@ -37,7 +37,9 @@ class Skipped(str):
 
 def read_source(file: SourceFile, max_size: int = 0) -> bytes | str:
     """The file's bytes, or an error line (a `Skipped` one when it is over `max_size`
-    bytes, unless that is 0)."""
+    bytes, unless that is 0). `file.content`, when set, is the file's text (standard input)."""
+    if file.content is not None:
+        return file.content
     try:
         size = file.path.stat().st_size
         if max_size and size > max_size:

@@ -18,7 +18,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def run_cli(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     """Run the `jaxlint` click group in-process, with `tmp_path` as the working directory.
 
-    Returns a function `run_cli(*args)` giving click's `Result` (`exit_code`, `stdout`,
+    Returns a function `run_cli(*args, input=None)` (`input`: standard input) giving click's `Result` (`exit_code`, `stdout`,
     `stderr`). An exception other than `SystemExit` escaping the CLI is re-raised: users
     would have seen it as a traceback.
     """
@@ -28,8 +28,8 @@ def run_cli(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
 
     monkeypatch.chdir(tmp_path)
 
-    def invoke(*args: object):  # type: ignore[no-untyped-def]
-        result = CliRunner().invoke(cli, [str(a) for a in args])
+    def invoke(*args: object, input: bytes | str | None = None):  # type: ignore[no-untyped-def]
+        result = CliRunner().invoke(cli, [str(a) for a in args], input=input)
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             raise result.exception
         return result
