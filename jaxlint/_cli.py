@@ -343,18 +343,27 @@ def fix(
 
 
 def _print_diff(file: SourceFile, before: bytes, after: bytes, stream) -> None:  # type: ignore[no-untyped-def]
-    from ._engine import decode_source
+    """A unified diff of the fix; for a notebook, one per changed cell, of its source."""
+    if file.path.name.endswith(".ipynb"):
+        from ._notebook import code_cells, load_notebook
 
-    old, _ = decode_source(before)
-    new, _ = decode_source(after)
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True),
-        new.splitlines(keepends=True),
-        fromfile=f"a/{file.display}",
-        tofile=f"b/{file.display}",
-    )
-    for line in lines:
-        stream.write(line if line.endswith("\n") else line + "\n")
+        old_cells = {c.number: c.source for c in code_cells(load_notebook(before))}
+        new_cells = {c.number: c.source for c in code_cells(load_notebook(after))}
+        pairs = [
+            (f"{file.display}:cell {number}", old_cells[number], new_cells.get(number, ""))
+            for number in sorted(old_cells)
+            if old_cells[number] != new_cells.get(number, "")
+        ]
+    else:
+        from ._engine import decode_source
+
+        pairs = [(file.display, decode_source(before)[0], decode_source(after)[0])]
+    for name, old, new in pairs:
+        lines = difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=f"a/{name}", tofile=f"b/{name}"
+        )
+        for line in lines:
+            stream.write(line if line.endswith("\n") else line + "\n")
 
 
 @cli.command(name="rule")

@@ -58,6 +58,10 @@ class Finding:
     source_line: str = ""
     cell: int | None = None  # for notebooks: the 1-based cell; `line` is then within the cell
     evidence: tuple[str, ...] = ()  # why the line is costly: the facts the rule relied on
+    # For notebooks: the lines of the `.ipynb` text where the finding's first and last lines
+    # are written (what GitHub annotations and SARIF regions point at).
+    ipynb_line: int | None = None
+    ipynb_end_line: int | None = None
 
     def sort_key(self) -> tuple[str, int, int, int, str]:
         return (self.path, self.cell or 0, self.line, self.column, self.code)
@@ -169,13 +173,18 @@ def analyze(
     rules: Sequence[type[Rule]],
     options: dict[str, dict[str, object]] | None = None,
     project: Project | None = None,
+    *,
+    as_notebook: bool | None = None,
 ) -> Analysis:
     """Lint `data` (the bytes of the file at `path`) with `rules`; `project` holds what the
-    other files of the run define (`_project`), None for a file alone."""
+    other files of the run define (`_project`), None for a file alone. `data` is a
+    notebook's JSON when `as_notebook` (default: when `path` ends with `.ipynb`)."""
     result = FileResult(path)
     notebook: NotebookSource | None = None
+    if as_notebook is None:
+        as_notebook = path.endswith(".ipynb")
     try:
-        if path.endswith(".ipynb"):
+        if as_notebook:
             notebook = read_notebook(data)
             text, encoding = notebook.text, "utf-8"
         else:
@@ -186,7 +195,9 @@ def analyze(
     if _ignores_file(text):
         return Analysis(result)
     if notebook is not None:
-        result.findings.extend(_broken_cell_finding(path, number, code) for number, code in notebook.broken)
+        result.findings.extend(
+            _in_file(_broken_cell_finding(path, number, code), notebook) for number, code in notebook.broken
+        )
     # Test code is no hot path, and every rule is about time spent where a program runs many
     # times: a test file is only checked for syntax, like a file that is not JAX code.
     # A file that mentions no JAX library may still call what another module of the project
@@ -263,14 +274,16 @@ def _locate_in_notebook(finding: Finding, notebook: NotebookSource | None) -> Fi
         return finding
     cell, line = notebook.locate(finding.line)
     end_cell, end_line = notebook.locate(finding.end_line)
-    # Fixes are not applied to notebooks, so none is advertised.
+    return _in_file(replace(finding, cell=cell, line=line, end_line=end_line if end_cell == cell else line), notebook)
+
+
+def _in_file(finding: Finding, notebook: NotebookSource) -> Finding:
+    """`finding` (located in its cell) with the lines of the `.ipynb` text it is on."""
+    assert finding.cell is not None
     return replace(
         finding,
-        cell=cell,
-        line=line,
-        end_line=end_line if end_cell == cell else line,
-        fix=None,
-        fix_title=None,
+        ipynb_line=notebook.file_line(finding.cell, finding.line),
+        ipynb_end_line=notebook.file_line(finding.cell, finding.end_line),
     )
 
 

@@ -8,7 +8,7 @@ import signal
 import stat
 import tempfile
 import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
@@ -19,6 +19,8 @@ from libcst.codemod.visitors import AddImportsVisitor
 from ._discovery import SourceFile
 from ._project import Project
 from ._engine import SYNTAX_ERROR_CODE, Finding, analyze
+from ._notebook import NotebookError, code_cells, load_notebook
+from ._notebook_edit import fix_text, rebuild, source_spans, split_cells
 from ._rule import Applicability, Edit, Fix, Rule
 from ._walk import iter_children
 
@@ -123,17 +125,18 @@ class _EditApplier(cst.CSTTransformer):
         return cst.FlattenSentinel(nodes)
 
 
-def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
-    """The module with every edit of `fixes` applied (they must not overlap)."""
+def apply_fixes(module: cst.Module, fixes: Sequence[Fix], *, imports: bool = True) -> cst.Module:
+    """The module with every edit of `fixes` applied (they must not overlap), and the
+    imports they need added unless `imports` is false."""
     edits: dict[int, list[Edit]] = {}
     for fix in fixes:
         for edit in fix.edits:
             edits.setdefault(id(edit.node), []).append(edit)
     fixed = module.visit(_EditApplier(edits))
-    imports = [spec for fix in fixes for spec in fix.imports]
-    if imports:
+    needed = [spec for fix in fixes for spec in fix.imports] if imports else []
+    if needed:
         context = CodemodContext()
-        for spec in imports:
+        for spec in needed:
             AddImportsVisitor.add_needed_import(context, spec.module, spec.name, spec.alias)
         fixed = _add_imports(fixed, context)
     return fixed
@@ -175,20 +178,36 @@ def fix_source(
 
     `rules` are linted (and reported as remaining); only findings of `fix_rules` (default:
     all of `rules`) are fixed. A pass whose output does not parse is discarded and reported
-    as an internal error; the file's bytes are then left as they were.
+    as an internal error; the file's bytes are then left as they were. A notebook (`.ipynb`)
+    has its code cells fixed in place, the rest of its JSON kept byte for byte.
     """
-    outcome = FixOutcome(path, data, data)
     fixing = set(rules if fix_rules is None else fix_rules)
+    if path.endswith(".ipynb"):
+        return _fix_notebook(path, data, rules, options, unsafe, fixing, project)
+    return _fix_python(path, data, rules, options, unsafe, fixing, project)
+
+
+def _fix_python(
+    path: str,
+    data: bytes,
+    rules: Sequence[type[Rule]],
+    options: dict[str, dict[str, object]] | None,
+    unsafe: bool,
+    fixing: Collection[type[Rule]],
+    project: Project | None = None,
+    vet: _Vet | None = None,
+) -> FixOutcome:
+    """The fix loop on Python source. `vet`, when given, decides which fixes may be applied:
+    each one alone (its edits without the imports it adds) and the pass's result."""
+    outcome = FixOutcome(path, data, data)
     for _ in range(MAX_PASSES):
-        analysis = analyze(path, outcome.fixed, rules, options, project)
+        analysis = analyze(path, outcome.fixed, rules, options, project, as_notebook=False)
         outcome.remaining = analysis.result.findings
         if outcome.fixed is data:
             outcome.found = outcome.remaining
         if analysis.result.error:
             outcome.error = analysis.result.error
             return outcome
-        if path.endswith(".ipynb"):
-            return outcome  # notebooks are reported, not rewritten
         if analysis.module is None or any(f.code == SYNTAX_ERROR_CODE for f in outcome.remaining):
             return outcome
         candidates = [
@@ -209,6 +228,10 @@ def fix_source(
         lost_tail = outcome.fixed[len(unchanged) :]
         chosen = _non_overlapping(analysis.module, candidates)
         try:
+            if vet is not None:
+                chosen = vet.choose(analysis.module, chosen)
+                if not chosen:
+                    return outcome
             fixed_module = apply_fixes(analysis.module, chosen)
             new_bytes = fixed_module.bytes + lost_tail
             cst.parse_module(fixed_module.code, config=analysis.module.config_for_parsing)
@@ -228,6 +251,68 @@ def fix_source(
     outcome.error = f"{path}: internal error: fixes did not converge after {MAX_PASSES} passes"
     outcome.fixed = data
     outcome.applied = 0
+    return outcome
+
+
+@dataclass(frozen=True)
+class _Vet:
+    """Which fixes a pass may apply: each must pass `one` on its own edits (imports left
+    out), and their result `whole` (else they are added one at a time, while it holds)."""
+
+    one: Callable[[str], bool]
+    whole: Callable[[str], bool]
+
+    def choose(self, module: cst.Module, fixes: Sequence[Fix]) -> list[Fix]:
+        fixes = [f for f in fixes if self.one(apply_fixes(module, [f], imports=False).code)]
+        if not fixes or self.whole(apply_fixes(module, fixes).code):
+            return list(fixes)
+        kept: list[Fix] = []
+        for fix in fixes:
+            if self.whole(apply_fixes(module, [*kept, fix]).code):
+                kept.append(fix)
+        return kept
+
+
+def _fix_notebook(
+    path: str,
+    data: bytes,
+    rules: Sequence[type[Rule]],
+    options: dict[str, dict[str, object]] | None,
+    unsafe: bool,
+    fixing: Collection[type[Rule]],
+    project: Project | None = None,
+) -> FixOutcome:
+    """Fix a notebook's code cells as one module (see `_notebook_edit`), then put the changed
+    cells back into its JSON; what remains is reported per cell."""
+    outcome = FixOutcome(path, data, data)
+    try:
+        cells = code_cells(load_notebook(data))
+    except NotebookError as error:
+        outcome.error = f"{path}: {error}"
+        return outcome
+    text = data.decode("utf-8")
+    base = fix_text(cells, text)
+
+    def one_cell(code: str) -> bool:
+        # A fix that moves code from one cell to another changes what running a cell does.
+        changed = split_cells(code, base)
+        return changed is not None and len(changed) <= 1
+
+    vet = _Vet(one=one_cell, whole=lambda code: split_cells(code, base) is not None)
+    inner = _fix_python(path, base.text.encode("utf-8"), rules, options, unsafe, fixing, project, vet)
+    outcome.error = inner.error
+    changed = split_cells(inner.fixed.decode("utf-8"), base) if inner.changed else None
+    spans = source_spans(text) if changed else {}
+    if changed and set(changed) <= set(spans):
+        outcome.fixed = rebuild(text, spans, changed).encode("utf-8")
+        outcome.applied = inner.applied
+    analysis = analyze(path, outcome.fixed, rules, options, project, as_notebook=True).result
+    outcome.remaining = analysis.findings
+    # What it had before the fix, should the fixed notebook not be written.
+    outcome.found = (
+        outcome.remaining if not outcome.changed else analyze(path, data, rules, options, project, as_notebook=True).result.findings
+    )
+    outcome.error = outcome.error or analysis.error
     return outcome
 
 

@@ -4,8 +4,8 @@ A cell that is not valid Python is reported (JL000, in that cell) and left out, 
 cells are still linted.
 
 IPython syntax (`%magic`, `!shell`, `?help`, automagic `pip install x`) is not Python; such lines are replaced by `pass`
-at the same indentation so line numbers and blocks stay intact. Fixes are not applied to
-notebooks (their JSON would have to be rewritten cell by cell); findings are reported.
+at the same indentation so line numbers and blocks stay intact. Fixes rewrite the code cells
+in place (`_notebook_edit`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from __future__ import annotations
 import ast
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 
-__all__ = ["NotebookError", "NotebookSource", "read_notebook"]
+__all__ = ["CodeCell", "NotebookError", "NotebookSource", "code_cells", "load_notebook", "read_notebook"]
 
 
 class NotebookError(ValueError):
@@ -34,12 +35,21 @@ class NotebookSource:
     # masked code). They are blank in `text`, so that one broken cell does not hide the
     # findings of the others (Jupyter runs the other cells too).
     broken: tuple[tuple[int, str], ...] = ()
+    # For each code cell: the line of the `.ipynb` text where each of its lines is written.
+    file_lines: Mapping[int, Sequence[int]] = field(default_factory=dict)
 
     def locate(self, line: int) -> tuple[int, int]:
         """(cell, line in cell) of a 1-based line of `text`."""
         if 1 <= line <= len(self.origins):
             return self.origins[line - 1]
         return self.origins[-1] if self.origins else (1, line)
+
+    def file_line(self, cell: int, line: int) -> int | None:
+        """The 1-based line of the `.ipynb` text holding line `line` of cell `cell`."""
+        lines = self.file_lines.get(cell)
+        if not lines:
+            return None
+        return lines[min(max(line, 1), len(lines)) - 1]
 
 
 # Cell magics whose body is still Python.
@@ -89,18 +99,36 @@ def _is_automagic(stripped: str) -> bool:
     return False
 
 
+def _leading_indent(lines: list[str]) -> str:
+    first = next((line for line in lines if line.strip()), "")
+    return first[: len(first) - len(first.lstrip())]
+
+
 def _strip_leading_indent(lines: list[str]) -> list[str]:
     """IPython removes the indentation of a cell's first line from every line that has it
     (its `leading_indent` transform), so an indented cell still runs."""
-    first = next((line for line in lines if line.strip()), "")
-    prefix = first[: len(first) - len(first.lstrip())]
+    prefix = _leading_indent(lines)
     if not prefix:
         return lines
     return [line[len(prefix) :] if line.startswith(prefix) else line for line in lines]
 
 
-def read_notebook(data: bytes) -> NotebookSource:
-    """The code of a notebook's code cells, or `NotebookError` with a one-line reason."""
+@dataclass(frozen=True)
+class CodeCell:
+    """One code cell: its number (1-based, among all cells), its source as stored, the lines
+    as IPython runs them (`prefix`, the first line's indentation, removed), the same lines
+    with IPython syntax masked, and whether it is Python at all (`broken`: it is not)."""
+
+    number: int
+    source: str
+    prefix: str
+    lines: tuple[str, ...]
+    masked: tuple[str, ...]
+    broken: bool
+
+
+def load_notebook(data: bytes) -> dict:
+    """The notebook's JSON document, or `NotebookError` with a one-line reason."""
     try:
         # Numbers are kept as text: no cell needs them, and a huge integer in the metadata
         # would otherwise exceed Python's int conversion limit.
@@ -115,13 +143,15 @@ def read_notebook(data: bytes) -> NotebookSource:
         raise NotebookError("broken notebook: JSON nested too deeply") from None
     except ValueError as error:
         raise NotebookError(f"broken notebook: {str(error).splitlines()[0]}") from None
-    cells = document.get("cells") if isinstance(document, dict) else None
-    if not isinstance(cells, list):
+    if not isinstance(document, dict) or not isinstance(document.get("cells"), list):
         raise NotebookError("broken notebook: no list of cells")
-    lines: list[str] = []
-    origins: list[tuple[int, int]] = []
-    broken: list[tuple[int, str]] = []
-    for number, cell in enumerate(cells, start=1):
+    return document
+
+
+def code_cells(document: dict) -> list[CodeCell]:
+    """The code cells of a notebook document, masked for linting."""
+    cells: list[CodeCell] = []
+    for number, cell in enumerate(document["cells"], start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         source = cell.get("source", "")
@@ -129,18 +159,41 @@ def read_notebook(data: bytes) -> NotebookSource:
             source = "".join(s for s in source if isinstance(s, str))
         if not isinstance(source, str):
             raise NotebookError(f"broken notebook: cell {number} has no source text")
-        cell_lines = _strip_leading_indent(source.splitlines())
+        original = source.splitlines()
+        cell_lines = _strip_leading_indent(original)
+        prefix = _leading_indent(original)
         masked = _mask_cell(cell_lines, automagic=False)
+        broken = False
         if not _parses("\n".join(masked)):
             # Only then look for automagic: `cd ,` inside a bracket is Python, not a magic.
             masked = _mask_cell(cell_lines, automagic=True)
-            if not _parses("\n".join(masked)):
-                broken.append((number, "\n".join(masked) + "\n"))
-                masked = [""] * len(masked)
+            broken = not _parses("\n".join(masked))
+        cells.append(CodeCell(number, source, prefix, tuple(cell_lines), tuple(masked), broken))
+    return cells
+
+
+def read_notebook(data: bytes) -> NotebookSource:
+    """The code of a notebook's code cells, or `NotebookError` with a one-line reason."""
+    from ._notebook_edit import cell_file_lines, source_spans
+
+    document = load_notebook(data)
+    json_text = data.decode("utf-8")
+    spans = source_spans(json_text)
+    lines: list[str] = []
+    origins: list[tuple[int, int]] = []
+    broken: list[tuple[int, str]] = []
+    file_lines: dict[int, list[int]] = {}
+    for cell in code_cells(document):
+        if cell.number in spans:
+            file_lines[cell.number] = cell_file_lines(json_text, spans[cell.number])
+        masked = list(cell.masked)
+        if cell.broken:
+            broken.append((cell.number, "\n".join(masked) + "\n"))
+            masked = [""] * len(masked)
         lines.extend(masked)
-        origins.extend((number, index) for index in range(1, len(masked) + 1))
+        origins.extend((cell.number, index) for index in range(1, len(masked) + 1))
     text = "\n".join(lines) + ("\n" if lines else "")
-    return NotebookSource(text, tuple(origins), tuple(broken))
+    return NotebookSource(text, tuple(origins), tuple(broken), file_lines)
 
 
 def _mask_cell(cell_lines: list[str], automagic: bool) -> list[str]:

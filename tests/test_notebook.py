@@ -35,7 +35,7 @@ def test_finding_is_located_in_its_cell() -> None:
     )
     findings = analyze("nb.ipynb", data, [TreeAtBatch]).result.findings
     assert [(f.cell, f.line, f.column) for f in findings] == [(3, 2, 13)]
-    assert findings[0].fix is None  # notebooks are not rewritten, so no fix is advertised
+    assert findings[0].fix == "unsafe"
 
 
 def test_ipython_syntax_is_not_a_syntax_error() -> None:
@@ -58,15 +58,6 @@ def test_broken_notebook_is_one_error_line_and_the_run_goes_on(tmp_path: Path) -
     errors = [line for line in result.stderr.splitlines() if line]
     assert len(errors) == 1 and "broken.ipynb: broken notebook: invalid JSON" in errors[0]
     assert "Traceback" not in result.output
-
-
-def test_fix_leaves_notebooks_untouched(tmp_path: Path) -> None:
-    notebook = tmp_path / "nb.ipynb"
-    data = _notebook(("code", "import equinox as eqx\n" + LOOP))
-    notebook.write_bytes(data)
-    result = CliRunner().invoke(cli, ["fix", "--unsafe-fixes", str(notebook)])
-    assert result.exit_code == 1  # the finding remains
-    assert notebook.read_bytes() == data
 
 
 def test_shell_line_continued_with_a_backslash_is_masked() -> None:

@@ -214,7 +214,7 @@ def test_pre_commit_manifest() -> None:
     assert hooks["jaxlint"]["entry"] == "jaxlint check --force-exclude"
     assert hooks["jaxlint-fix"]["entry"] == "jaxlint fix --force-exclude"
     assert hooks["jaxlint"]["types_or"] == ["python", "pyi", "jupyter"]
-    assert hooks["jaxlint-fix"]["types_or"] == ["python", "pyi"]  # notebooks are not rewritten
+    assert hooks["jaxlint-fix"]["types_or"] == ["python", "pyi", "jupyter"]
     for hook in hooks.values():
         assert hook["language"] == "python"
         assert hook["pass_filenames"] and not hook["always_run"] and not hook["additional_dependencies"]

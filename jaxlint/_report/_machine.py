@@ -50,9 +50,14 @@ def render_github(findings: Sequence[Finding], stream: TextIO) -> None:
     """GitHub Actions workflow commands: one `::warning` annotation per finding."""
     for f in findings:
         level = "error" if f.code == "JL000" else "warning"
-        properties = (
-            f"file={_escape_property(f.path)},line={f.line},col={f.column},"
-            f"endLine={f.end_line},endColumn={f.end_column},"
-            f"title={_escape_property(f'{f.code} {f.rule}')}"
-        )
-        stream.write(f"::{level} {properties}::{_escape_data(f'{f.code} {f.message}')}\n")
+        message = f"{f.code} {f.message}"
+        if f.cell is not None:
+            # A notebook: the annotation goes on the line of the `.ipynb` text where the
+            # cell's line is written (its columns there are not the code's); the message
+            # says where in the cell.
+            position = f"line={f.ipynb_line or 1},endLine={f.ipynb_end_line or f.ipynb_line or 1}"
+            message += f" (cell {f.cell}, line {f.line}, column {f.column})"
+        else:
+            position = f"line={f.line},col={f.column},endLine={f.end_line},endColumn={f.end_column}"
+        properties = f"file={_escape_property(f.path)},{position},title={_escape_property(f'{f.code} {f.rule}')}"
+        stream.write(f"::{level} {properties}::{_escape_data(message)}\n")

@@ -37,6 +37,32 @@ def _rule_descriptors() -> list[dict[str, Any]]:
     return descriptors
 
 
+def _region(f: Finding) -> dict[str, int]:
+    """Where the finding is in the file: for a notebook, the lines of the `.ipynb` text
+    holding the cell's lines (columns there are not the code's, so none are given)."""
+    if f.cell is not None:
+        start = f.ipynb_line or 1
+        return {"startLine": start, "endLine": max(f.ipynb_end_line or start, start)}
+    return {"startLine": f.line, "startColumn": f.column, "endLine": f.end_line, "endColumn": f.end_column}
+
+
+def _cell_properties(f: Finding) -> dict[str, Any]:
+    """The result's properties: the evidence, and for a notebook the cell and the region
+    within the cell's source."""
+    properties: dict[str, Any] = {}
+    if f.evidence:
+        properties["evidence"] = list(f.evidence)
+    if f.cell is not None:
+        properties["cell"] = f.cell
+        properties["cellRegion"] = {
+            "startLine": f.line,
+            "startColumn": f.column,
+            "endLine": f.end_line,
+            "endColumn": f.end_column,
+        }
+    return {"properties": properties} if properties else {}
+
+
 def render_sarif(findings: Sequence[Finding], stream: TextIO) -> None:
     descriptors = _rule_descriptors()
     index = {d["id"]: i for i, d in enumerate(descriptors)}
@@ -54,16 +80,11 @@ def render_sarif(findings: Sequence[Finding], stream: TextIO) -> None:
                 {
                     "physicalLocation": {
                         "artifactLocation": {"uri": PurePath(f.path).as_posix()},
-                        "region": {
-                            "startLine": f.line,
-                            "startColumn": f.column,
-                            "endLine": f.end_line,
-                            "endColumn": f.end_column,
-                        },
+                        "region": _region(f),
                     }
                 }
             ],
-            **({"properties": {"evidence": list(f.evidence)}} if f.evidence else {}),
+            **_cell_properties(f),
         }
         for f in findings
     ]
