@@ -455,6 +455,16 @@ def run_command(output_format: str, output_file: str | None, max_seconds: float 
     sys.exit(outcome.exit_code)
 
 
+@cli.command(name="server")
+def server_command() -> None:
+    """Run the language server (LSP over standard input and output) for editors."""
+    try:
+        from ._lsp import serve
+    except ImportError as error:
+        raise UsageProblem(f"jaxlint server needs pygls (the lsp extra: pip install pygls): {error}") from None
+    serve()
+
+
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
 
 
