@@ -9,6 +9,7 @@ exclude = [".git", "build"]     # replaces the default excludes
 extend-exclude = ["generated"]  # adds to them
 per-file-ignores = { "tests/*" = ["JL003"] }
 max-file-size = "4MB"           # larger files are skipped with a warning; 0: no limit
+runtime-helpers = true          # false: no fix may import jaxlint.runtime
 
 [tool.jaxlint.tree-at-batch]    # options of one rule, if it has any
 ```
@@ -64,6 +65,8 @@ DEFAULT_EXCLUDES = (
 )
 
 _LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude")
+# Whether fixes may import `jaxlint.runtime` (the code they write then needs jaxlint).
+RUNTIME_HELPERS = "runtime-helpers"
 
 # Files larger than this are skipped with a warning: libcst needs about 1 GB and a minute
 # for a 2 MB file of generated code, and aborts in its allocator on 20 MB.
@@ -180,7 +183,7 @@ def load_settings(config_file: Path | None, root: Path | None = None) -> Setting
         raise ConfigError(f"{where}: must be a table")
     settings = Settings(root=Path(os.path.realpath(config_file.parent)), config_file=config_file)
     slugs = {rule.SLUG: rule for rule in all_rules()}
-    known = (*_LIST_KEYS, "per-file-ignores", "max-file-size", *slugs)
+    known = (*_LIST_KEYS, "per-file-ignores", "max-file-size", RUNTIME_HELPERS, *slugs)
     for key, value in table.items():
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
@@ -188,6 +191,12 @@ def load_settings(config_file: Path | None, root: Path | None = None) -> Setting
             raise ConfigError(f"{where}: unknown key '{key}'{hint}")
         if key in slugs:
             settings.rule_options[key] = _rule_options(slugs[key], value, f"{where}.{key}")
+    if RUNTIME_HELPERS in table:
+        if not isinstance(table[RUNTIME_HELPERS], bool):
+            raise ConfigError(f"{where}: '{RUNTIME_HELPERS}' must be true or false")
+        # Every rule sees it as its own option; a rule's table may still say otherwise.
+        for slug in slugs:
+            settings.rule_options.setdefault(slug, {}).setdefault(RUNTIME_HELPERS, table[RUNTIME_HELPERS])
     if "select" in table:
         settings.select = _string_list(table, "select", where)
     if "extend-select" in table:

@@ -154,9 +154,21 @@ class Rule:
         finding without computing positions for the whole file; pass the ancestors saved at
         visit time when reporting from `finish()`.
         """
+        if fix is not None and not self.runtime_helpers and any(
+            spec.module.split(".")[0] == "jaxlint" for spec in fix.imports
+        ):
+            fix = None  # `runtime-helpers = false`: the fixed code may not import jaxlint
         path = [*(self.ctx.ancestors if ancestors is None else ancestors), node]
         statement = path[1] if len(path) > 1 and path[0] is self.ctx.module else None
         self.findings.append(RawFinding(type(self), node, message or self.MESSAGE, fix, statement, tuple(evidence)))
+
+    @property
+    def runtime_helpers(self) -> bool:
+        """Whether this rule's fixes may import `jaxlint.runtime` (`runtime-helpers` in
+        `[tool.jaxlint]`, or in the rule's own table where it declares that option). A rule
+        that can write plain JAX or equinox instead asks this; any other fix importing
+        jaxlint is dropped by `report` when it is false."""
+        return bool(self.options.get("runtime-helpers", True))
 
     def finish(self) -> None:
         """Called once after the walk; override to report from whole-file facts."""

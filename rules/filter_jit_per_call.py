@@ -77,6 +77,10 @@ the fix, and compare exactly):
 Where the name `filter_jit` is already taken (`from equinox import filter_jit`), the fix
 writes `jaxlint.runtime.filter_jit` in full and adds `import jaxlint.runtime`.
 
+With `runtime-helpers = false` in `[tool.jaxlint]` (fixes may not import `jaxlint.runtime`)
+there is no fix: the drop-in is `jaxlint.runtime.filter_jit`, and plain equinox has none.
+The finding is still reported.
+
 ## Runtime helper
 
 `jaxlint.runtime.filter_jit(fn, donate=..., block=False)`; see its docstring.

@@ -57,6 +57,8 @@ unrolled at trace time), and for functions that are not jitted.
 No automatic fix: a fixed buffer changes what the function sees (padding positions it must
 mask, a position argument), which needs the function's cooperation.
 
+There is no fix, so `runtime-helpers` in `[tool.jaxlint]` changes nothing here.
+
 ## Runtime helper
 
 `jaxlint.runtime.bucket(n, minimum=16, buckets=None)` and `jaxlint.runtime.pad_to(x, length,

@@ -84,6 +84,10 @@ loop runs, the list holds device arrays; and an exception in the loop leaves the
 values unconverted. There is no fix when the loop can `return`, `yield`, or donate the
 buffers it collects, or for `print`, f-strings, `str()` and `repr()`.
 
+With `runtime-helpers = false` in `[tool.jaxlint]` (fixes may not import `jaxlint.runtime`)
+there is no fix: the copy after the loop is `jaxlint.runtime.to_host`. The finding is still
+reported.
+
 ## Runtime helper
 
 `jaxlint.runtime.to_host(tree, copy=False)` starts every copy, then waits once;

@@ -60,6 +60,9 @@ constants, which fails when one decides a shape or Python control flow. There is
 comprehensions, for `partial(...)` or nested `def`s that capture loop variables, or when the
 wrapped name is bound elsewhere in the loop.
 
+The fix is plain JAX (the wrapper moved above the loop): `runtime-helpers = false` in
+`[tool.jaxlint]` changes nothing.
+
 ## References
 
 - JAX, "Just-in-time compilation", caching: https://docs.jax.dev/en/latest/jit-compilation.html#caching

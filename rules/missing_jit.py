@@ -78,6 +78,9 @@ jax.jit(model.apply, static_argnames=(...))` before the loop (keywords given lit
 or named like module options are static) and calls it instead; **unsafe** for the same
 reasons. There is no fix when the model is rebound in the loop.
 
+The fix is plain JAX (`jax.jit`, `functools.partial`): `runtime-helpers = false` in
+`[tool.jaxlint]` changes nothing.
+
 ## Runtime helper
 
 For activation extraction, `jaxlint.runtime.jit_extraction(apply_fn, layers=...)` compiles

@@ -85,6 +85,10 @@ where every example must count: there, pad the last batch to full size and pass 
 (`jaxlint.runtime.padded_batches`, or `ds.padded_batch` over a dataset concatenated with
 dummy examples and a mask feature). Which of the two a loop is, the linter cannot tell.
 
+With `runtime-helpers = false` in `[tool.jaxlint]` (fixes may not import `jaxlint.runtime`)
+there is no fix: the loop is rewritten to `jaxlint.runtime.padded_batches`. The finding is
+still reported.
+
 ## Runtime helper
 
 `jaxlint.runtime.padded_batches(data, batch_size, pad_value=0, drop_remainder=False)`

@@ -92,7 +92,9 @@ list every caller in the file passes), where batching saves one or two traversal
 
 - `runtime-helpers` (bool, default true): target `jaxlint.runtime.tree_at_batched`, which
   needs jaxlint with its `runtime` extra wherever the fixed code runs. Set it to false in
-  `[tool.jaxlint.tree-at-batch]` to keep the fixed code free of a jaxlint dependency.
+  `[tool.jaxlint.tree-at-batch]`, or for every rule with `runtime-helpers = false` in
+  `[tool.jaxlint]`, to keep the fixed code free of a jaxlint dependency: loops are then
+  rewritten to one plain `eqx.tree_at`.
 
 ## Runtime helper
 
@@ -309,7 +311,7 @@ class TreeAtBatch(Rule):
                     fix = None  # the chain's head carries the fix for the whole chain
                 else:
                     fix = _loop_fix(
-                        module, call, self._calls, bool(self.options["runtime-helpers"])
+                        module, call, self._calls, self.runtime_helpers
                     )
                 self.report(
                     call.call,

@@ -82,6 +82,9 @@ where the original code did not read the name.
 A compile inside the timed region has no automatic fix: add a warm-up call on exactly the
 inputs you time before starting the timer, or use `jaxlint.runtime.benchmark`.
 
+The fix is plain JAX (`jax.block_until_ready`): `runtime-helpers = false` in
+`[tool.jaxlint]` changes nothing.
+
 ## References
 
 - JAX, "Benchmarking JAX code": https://docs.jax.dev/en/latest/benchmarking.html
