@@ -1,4 +1,4 @@
-"""The `jaxlint` command: check, fix, rule, rules, bench, run.
+"""The `jaxlint` command: check, fix, rule, rules, bench, run, server, clean.
 
 Exit codes (ruff's): 0 nothing found (or everything fixed), 1 findings remain, 2 a usage,
 configuration, input or internal error.
@@ -7,24 +7,28 @@ configuration, input or internal error.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import click
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
 
-from ._config import ConfigError, Settings, find_config, load_settings
+from ._config import ConfigError, Settings, find_config, has_table, load_settings
 from ._discovery import SourceFile, discover, stdin_source
-from ._engine import Finding
+from ._engine import SYNTAX_ERROR_CODE, Finding
 from ._registry import SelectionError, all_rules, expand, get_rule
-from ._report import FORMATS, render, render_statistics
+from ._report import FORMATS, STATISTICS_FORMATS, render, render_statistics
 from ._rule import Rule
 from ._project import project_for
-from ._runner import LintCache, Skipped, lint_files, read_source
+from ._runner import CACHE_DIRECTORY, CACHE_TAG, LintCache, Skipped, lint_files, read_source
 from ._version import __version__
 
 
@@ -47,11 +51,15 @@ def _split(values: Sequence[str]) -> list[str]:
 
 
 def _settings(paths: Sequence[str], config: str | None) -> Settings:
+    """The settings of the first path (what discovery and standard input use); each file
+    then takes those of its own nearest configuration (`_groups`), unless `--config`."""
     try:
         if config is not None:
             config_path = Path(config)
             if not config_path.is_file():
                 raise UsageProblem(f"{config}: no such configuration file")
+            if not has_table(config_path):
+                raise UsageProblem(f"{config}: no [tool.jaxlint] table")
         else:
             start = Path(paths[0]) if paths else Path.cwd()
             config_path = find_config(start)
@@ -60,31 +68,97 @@ def _settings(paths: Sequence[str], config: str | None) -> Settings:
         raise UsageProblem(str(error)) from None
 
 
-def _rules(
-    settings: Settings, select: Sequence[str], ignore: Sequence[str], extend_select: Sequence[str]
-) -> tuple[type[Rule], ...]:
-    if select:
+@dataclass(frozen=True)
+class _Selection:
+    """What the command line says about rules, applied on top of each configuration."""
+
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    preview: bool | None = None
+
+
+def _rules(settings: Settings, selection: _Selection) -> tuple[type[Rule], ...]:
+    if selection.select:
         # As in ruff, a selection on the command line starts afresh: the configuration's
         # `ignore` and `extend-select` refine the configuration's `select`, not this one.
-        settings.select = _split(select)
+        settings.select = _split(selection.select)
         settings.ignore = []
         settings.extend_select = []
-    if extend_select:
-        settings.extend_select = [*settings.extend_select, *_split(extend_select)]
-    if ignore:
-        settings.ignore = [*settings.ignore, *_split(ignore)]
+    if selection.extend_select:
+        settings.extend_select = [*settings.extend_select, *_split(selection.extend_select)]
+    if selection.ignore:
+        settings.ignore = [*settings.ignore, *_split(selection.ignore)]
+    if selection.preview is not None:
+        settings.preview = selection.preview
     try:
-        return settings.rules()
+        rules = settings.rules()
+        named = {s.lower() for s in [*(settings.select or ()), *settings.extend_select]}
+        for rule in all_rules():
+            if rule.PREVIEW and not settings.preview and {rule.CODE.lower(), rule.SLUG} & named:
+                _warn(f"{rule.SLUG} ({rule.CODE}) is in preview: add --preview to run it")
+        return rules
     except SelectionError as error:
         raise UsageProblem(str(error)) from None
 
 
+@dataclass
+class _Group:
+    """Files that share a configuration, and the rules it selects."""
+
+    settings: Settings
+    rules: tuple[type[Rule], ...]
+    files: list[SourceFile]
+
+
+def _groups(files: Sequence[SourceFile], base: Settings, config: str | None, selection: _Selection) -> list[_Group]:
+    """Each file with the configuration nearest to it (ruff's hierarchical configuration);
+    with `--config`, every file with that one."""
+    base_rules = _rules(base, selection)
+    if config is not None:
+        return [_Group(base, base_rules, list(files))]
+    found: dict[Path, Path | None] = {}
+    groups: dict[Path | None, _Group] = {base.config_file.resolve() if base.config_file else None: _Group(base, base_rules, [])}
+    try:
+        for file in files:
+            folder = file.path.parent.resolve()
+            if folder not in found:
+                nearest = find_config(folder)
+                found[folder] = nearest.resolve() if nearest else None
+            key = found[folder]
+            if key not in groups:
+                settings = load_settings(key)
+                groups[key] = _Group(settings, _rules(settings, selection), [])
+            groups[key].files.append(file)
+    except ConfigError as error:
+        raise UsageProblem(str(error)) from None
+    return [group for group in groups.values() if group.files] or [_Group(base, base_rules, [])]
+
+
+def _warn(message: str) -> None:
+    click.echo(f"jaxlint: warning: {message}", err=True)
+
+
+_color_mode = "auto"
+
+
 def _use_color(stream: object) -> bool:
-    """Colour only on a terminal, and never when `NO_COLOR` is set (https://no-color.org)."""
+    """`--color always|never`; by default colour on a terminal only, forced by `FORCE_COLOR`
+    (https://force-color.org) and never with `NO_COLOR` (https://no-color.org)."""
+    if _color_mode != "auto":
+        return _color_mode == "always"
+    if os.environ.get("FORCE_COLOR"):
+        return True
     if os.environ.get("NO_COLOR"):
         return False
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
+
+
+def _set_color(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    global _color_mode
+    _color_mode = value
+    return value
 
 
 def _print_errors(errors: Sequence[str]) -> None:
@@ -120,12 +194,39 @@ _select_options = [
     click.option("--select", multiple=True, help="Rules to run: slugs, codes or prefixes (comma-separated)."),
     click.option("--extend-select", multiple=True, help="Rules to add to the selection."),
     click.option("--ignore", multiple=True, help="Rules to turn off (comma-separated)."),
-    click.option("--config", type=click.Path(dir_okay=False), help="pyproject.toml to read instead of the nearest one."),
+    click.option("--preview/--no-preview", default=None, help="Also run rules that are still in preview."),
+    click.option(
+        "--config",
+        type=click.Path(dir_okay=False),
+        help="pyproject.toml to read for every file, instead of the one nearest to each.",
+    ),
     click.option(
         "--force-exclude",
         is_flag=True,
         help="Apply exclude patterns to paths named on the command line too (for pre-commit).",
     ),
+    click.option(
+        "--respect-gitignore/--no-respect-gitignore",
+        default=None,
+        help="Skip files that .gitignore ignores (default: yes, or `respect-gitignore`).",
+    ),
+    click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True),
+    click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), help="Write the report to this file."),
+    click.option(
+        "--color",
+        type=click.Choice(["auto", "always", "never"]),
+        default="auto",
+        show_default=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_set_color,
+        help="Colour the report: on a terminal (auto; FORCE_COLOR and NO_COLOR are honoured), always or never.",
+    ),
+    click.option("--show-fixes", is_flag=True, help="List the fixes applied, per file and rule."),
+    click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that can change behaviour in corner cases."),
+    click.option("--diff", is_flag=True, help="Print a unified diff of the fixes; write nothing."),
+    click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain."),
+    click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary."),
 ]
 
 
@@ -139,14 +240,6 @@ def _read_stdin(paths: Sequence[str], stdin_filename: str | None) -> tuple[str, 
     return stdin_filename or "-", sys.stdin.buffer.read()
 
 
-def _inputs(
-    paths: Sequence[str], stdin: tuple[str, bytes] | None, settings: Settings, force_exclude: bool
-) -> tuple[list[SourceFile], list[str]]:
-    if stdin is not None:
-        return stdin_source(*stdin, settings, force_exclude=force_exclude), []
-    return discover(paths, settings, force_exclude=force_exclude)
-
-
 def _with_options(options):  # type: ignore[no-untyped-def]
     def decorate(function):  # type: ignore[no-untyped-def]
         for option in reversed(options):
@@ -154,6 +247,61 @@ def _with_options(options):  # type: ignore[no-untyped-def]
         return function
 
     return decorate
+
+
+@dataclass
+class _Run:
+    """One `check` or `fix`: the command line, resolved."""
+
+    paths: tuple[str, ...]
+    stdin: tuple[str, bytes] | None
+    settings: Settings
+    selection: _Selection
+    config: str | None
+    force_exclude: bool
+    output_format: str
+    output_file: str | None
+    quiet: bool
+    exit_zero: bool
+
+    @classmethod
+    def from_options(cls, paths: tuple[str, ...], options: dict) -> _Run:  # type: ignore[type-arg]
+        stdin = _read_stdin(paths, options["stdin_filename"])
+        paths = paths or (".",)
+        settings = _settings([stdin[0]] if stdin else paths, options["config"])
+        if options["respect_gitignore"] is not None:
+            settings.respect_gitignore = options["respect_gitignore"]
+        selection = _Selection(options["select"], options["ignore"], options["extend_select"], options["preview"])
+        return cls(
+            paths, stdin, settings, selection, options["config"], options["force_exclude"],
+            options["output_format"], options["output_file"], options["quiet"], options["exit_zero"],
+        )  # fmt: skip
+
+    def inputs(self) -> tuple[list[_Group], list[str]]:
+        """The files to lint, grouped by configuration, and one error line per bad path."""
+        if self.stdin is not None:
+            files = stdin_source(*self.stdin, self.settings, force_exclude=self.force_exclude)
+            return [_Group(self.settings, _rules(self.settings, self.selection), files)], []
+        files, errors = discover(self.paths, self.settings, force_exclude=self.force_exclude)
+        return _groups(files, self.settings, self.config, self.selection), errors
+
+    def report_stream(self, default: TextIO) -> TextIO:
+        if self.output_file is None:
+            return default
+        try:
+            return open(self.output_file, "w", encoding="utf-8")  # noqa: SIM115 - closed by the caller
+        except OSError as error:
+            raise UsageProblem(f"{self.output_file}: cannot write: {error.strerror or error}") from None
+
+
+def _cache_dir(settings: Settings, option: str | None) -> Path:
+    """`--cache-dir`, then `JAXLINT_CACHE_DIR`, then `cache-dir`, then `.jaxlint_cache` in
+    the project root."""
+    if option:
+        return Path(option)
+    if os.environ.get("JAXLINT_CACHE_DIR"):
+        return Path(os.environ["JAXLINT_CACHE_DIR"])
+    return settings.cache_dir or settings.root / CACHE_DIRECTORY
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -165,65 +313,98 @@ def cli() -> None:
 @cli.command()
 @_path_argument
 @_with_options(_select_options)
-@click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
-@click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings are reported.")
+@click.option("--fix", "apply_fixes", is_flag=True, help="Apply safe fixes (as `jaxlint fix`), then report what remains.")
 @click.option("--statistics", is_flag=True, help="Print a count per rule instead of each finding.")
-@click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments to every line with a finding.")
+@click.option("-w", "--watch", is_flag=True, help="Check again whenever a file changes (Ctrl-C stops).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Processes (default: every core).")
 @click.option("--no-cache", is_flag=True, help="Lint every file, ignoring and not writing the cache.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Where the cache lives (default: .jaxlint_cache).")
 @click.option(
     "--evidence",
     type=click.Path(dir_okay=False),
     help="A `jaxlint run --output-format json` report: mark findings with what the run measured.",
 )
-def check(
-    paths: tuple[str, ...],
-    stdin_filename: str | None,
-    select: tuple[str, ...],
-    extend_select: tuple[str, ...],
-    ignore: tuple[str, ...],
-    config: str | None,
-    force_exclude: bool,
-    output_format: str,
-    exit_zero: bool,
-    statistics: bool,
-    quiet: bool,
-    jobs: int | None,
-    no_cache: bool,
-    evidence: str | None,
-) -> None:
+def check(paths: tuple[str, ...], **options: object) -> None:
     """Report findings in PATHS (default: the current directory; `-`: standard input)."""
-    stdin = _read_stdin(paths, stdin_filename)
-    paths = paths or (".",)
-    settings = _settings([stdin[0]] if stdin else paths, config)
-    rules = _rules(settings, select, ignore, extend_select)
-    run = _load_evidence(evidence) if evidence is not None else None
-    files, errors = _inputs(paths, stdin, settings, force_exclude)
-    cache = None if no_cache or stdin else LintCache(settings.root, _settings_key(settings, rules))
-    results = lint_files(files, settings, rules, jobs=jobs, cache=cache)
-    if cache is not None:
-        cache.save()
+    run = _Run.from_options(paths, options)
+    if options["apply_fixes"] or options["diff"]:
+        sys.exit(_fix_run(run, options, only=None))
+    if options["add_noqa"]:
+        sys.exit(_add_noqa(run))
+    if options["statistics"] and options["output_format"] not in STATISTICS_FORMATS:
+        raise UsageProblem(f"--statistics prints {', '.join(STATISTICS_FORMATS)}, not {options['output_format']}")
+    if not options["watch"]:
+        sys.exit(_check_once(run, options))
+    if run.stdin is not None:
+        raise UsageProblem("--watch reads files, not standard input")
+    _watch(run, options)
+
+
+def _check_once(run: _Run, options: dict) -> int:  # type: ignore[type-arg]
+    measured = _load_evidence(options["evidence"]) if options["evidence"] is not None else None  # type: ignore[arg-type]
+    groups, errors = run.inputs()
+    results = []
+    for group in groups:
+        cache = None
+        if not options["no_cache"] and run.stdin is None:
+            key = _settings_key(group.settings, group.rules)
+            cache = LintCache(group.settings.root, key, _cache_dir(group.settings, options["cache_dir"]))  # type: ignore[arg-type]
+        results += lint_files(group.files, group.settings, group.rules, jobs=options["jobs"], cache=cache)  # type: ignore[arg-type]
+        if cache is not None:
+            cache.save()
     skipped = [r.skipped for r in results if r.skipped]
     errors += [r.error for r in results if r.error]
     findings = sorted((f for r in results for f in r.findings), key=Finding.sort_key)
-    if run is not None:
+    if measured is not None:
         from ._evidence import apply_evidence
 
-        codes = {r.CODE for r in rules} | {"JL100"}
-        findings = apply_evidence(findings, run, [str(f.path) for f in files], codes)
-    stdout = sys.stdout
-    color = _use_color(stdout)
-    if statistics:
-        render_statistics(findings, stdout, color=color)
-    else:
-        render(findings, output_format, stdout, color=color)
-    if output_format in ("text", "concise") and not quiet and not statistics:
-        if findings or not errors:  # never "All checks passed!" when a file could not be checked
-            click.echo(_summary(findings))
-    _print_errors([*skipped, *errors])
-    if errors:
-        sys.exit(EXIT_ERROR)
-    sys.exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_CLEAN)
+        codes = {r.CODE for group in groups for r in group.rules} | {"JL100"}
+        files = [str(f.path) for group in groups for f in group.files]
+        findings = apply_evidence(findings, measured, files, codes)
+    stream = run.report_stream(sys.stdout)
+    color = _use_color(stream)
+    try:
+        if options["statistics"]:
+            render_statistics(findings, run.output_format, stream, color=color)
+        else:
+            render(findings, run.output_format, stream, color=color)
+        if run.output_format in ("text", "concise") and not run.quiet and not options["statistics"]:
+            if findings or not errors:  # never "All checks passed!" when a file could not be checked
+                click.echo(_summary(findings), file=stream)
+    finally:
+        if run.output_file is not None:
+            stream.close()
+    return _exit_code(errors, bool(findings), run.exit_zero, skipped)
+
+
+def _snapshot(run: _Run) -> dict[Path, tuple[int, int]]:
+    """(mtime, size) of every file the run would lint, and of the configurations."""
+    files, _ = discover(run.paths, run.settings, force_exclude=run.force_exclude)
+    state = {}
+    for path in [f.path for f in files] + [Path(c) for c in (run.config,) if c] + (
+        [run.settings.config_file] if run.settings.config_file else []
+    ):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        state[path] = (stat.st_mtime_ns, stat.st_size)
+    return state
+
+
+def _watch(run: _Run, options: dict) -> None:  # type: ignore[type-arg]
+    """Check, then again each time a file is added, removed or changed (polling twice a
+    second: no dependency, and it works on every file system)."""
+    import time
+
+    click.echo("Watching for file changes (Ctrl-C to stop).", err=True)
+    while True:
+        before = _snapshot(run)
+        _check_once(run, options)
+        while _snapshot(run) == before:
+            time.sleep(0.5)
+        click.echo("File change detected: checking again.", err=True)
 
 
 def _load_evidence(path: str):  # type: ignore[no-untyped-def]
@@ -252,94 +433,141 @@ def _settings_key(settings: Settings, rules: Sequence[type[Rule]]) -> str:
 @_path_argument
 @click.option("--rule", "fix_rules", multiple=True, help="Fix only this rule (repeatable; slug or code).")
 @_with_options(_select_options)
-@click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that can change behaviour in corner cases.")
-@click.option("--diff", is_flag=True, help="Print a unified diff of the fixes; write nothing.")
-@click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
-@click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain.")
-@click.option("-q", "--quiet", is_flag=True, help="Print remaining findings only, no summary.")
-def fix(
-    paths: tuple[str, ...],
-    fix_rules: tuple[str, ...],
-    stdin_filename: str | None,
-    select: tuple[str, ...],
-    extend_select: tuple[str, ...],
-    ignore: tuple[str, ...],
-    config: str | None,
-    force_exclude: bool,
-    unsafe_fixes: bool,
-    diff: bool,
-    output_format: str,
-    exit_zero: bool,
-    quiet: bool,
-) -> None:
+def fix(paths: tuple[str, ...], fix_rules: tuple[str, ...], **options: object) -> None:
     """Apply fixes in PATHS, then report what remains.
 
     With `-` (standard input), the fixed source goes to standard output and the report to
     standard error."""
-    from ._fixer import fix_source, write_fix
-
-    stdin = _read_stdin(paths, stdin_filename)
-    paths = paths or (".",)
-    settings = _settings([stdin[0]] if stdin else paths, config)
-    rules = _rules(settings, select, ignore, extend_select)
     try:
         only = {r for selector in _split(fix_rules) for r in expand(selector)} if fix_rules else None
     except SelectionError as error:
         raise UsageProblem(str(error)) from None
-    files, errors = _inputs(paths, stdin, settings, force_exclude)
+    sys.exit(_fix_run(_Run.from_options(paths, options), options, only))
+
+
+def _fix_run(run: _Run, options: dict, only: set[type[Rule]] | None) -> int:  # type: ignore[type-arg]
+    from ._fixer import fix_source, write_fix
+
+    unsafe_fixes, diff = bool(options["unsafe_fixes"]), bool(options["diff"])
+    groups, errors = run.inputs()
     remaining: list[Finding] = []
     skipped: list[str] = []
     fixed_files = applied = 0
+    shown: dict[str, Counter[str]] = {}
     stdout = sys.stdout
     # Fixing standard input: the source is the output, everything else is a message.
-    to_stdout = stdin is not None and not diff
-    report = sys.stderr if to_stdout else stdout
-    if to_stdout and not files:  # excluded (--force-exclude): pass it through unchanged
-        sys.stdout.buffer.write(stdin[1])  # type: ignore[index]
-    sources = [read_source(file, settings.max_file_size) for file in files]
-    # What the other files define, as `check` sees it (read before any file is rewritten).
-    project = project_for((f.display, f.path, d) for f, d in zip(files, sources) if not isinstance(d, str))
-    for file, data in zip(files, sources):
-        if isinstance(data, str):
-            (skipped if isinstance(data, Skipped) else errors).append(data)
-            continue
-        file_rules = [r for r in rules if r not in settings.ignored_for(file.path)]
-        fix_only = [r for r in file_rules if only is None or r in only]
-        outcome = fix_source(
-            file.display, data, file_rules, settings.rule_options, unsafe=unsafe_fixes, fix_rules=fix_only,
-            project=project,
-        )
-        if outcome.error:
-            errors.append(outcome.error)
-        if to_stdout:
-            sys.stdout.buffer.write(outcome.fixed)
-        elif outcome.changed and not diff:
-            problem = write_fix(file, outcome)
-            if problem is not None:  # left as it was: what it had before the fix remains
-                errors.append(problem)
-                remaining.extend(outcome.found)
+    to_stdout = run.stdin is not None and not diff
+    report = run.report_stream(sys.stderr if to_stdout else stdout)
+    if to_stdout and not any(group.files for group in groups):  # excluded: pass it through
+        sys.stdout.buffer.write(run.stdin[1])  # type: ignore[index]
+    for group in groups:
+        sources = [read_source(file, group.settings.max_file_size) for file in group.files]
+        # What the other files define, as `check` sees it (read before any file is rewritten).
+        project = project_for((f.display, f.path, d) for f, d in zip(group.files, sources) if not isinstance(d, str))
+        for file, data in zip(group.files, sources):
+            if isinstance(data, str):
+                (skipped if isinstance(data, Skipped) else errors).append(data)
                 continue
-        if outcome.changed:
-            fixed_files += 1
-            applied += outcome.applied
-            if diff:
-                _print_diff(file, outcome.original, outcome.fixed, stdout)
-        remaining.extend(outcome.remaining)
+            file_rules = [r for r in group.rules if r not in group.settings.ignored_for(file.path)]
+            fix_only = [r for r in file_rules if only is None or r in only]
+            outcome = fix_source(
+                file.display, data, file_rules, group.settings.rule_options, unsafe=unsafe_fixes, fix_rules=fix_only,
+                project=project,
+            )  # fmt: skip
+            if outcome.error:
+                errors.append(outcome.error)
+            if to_stdout:
+                sys.stdout.buffer.write(outcome.fixed)
+            elif outcome.changed and not diff:
+                problem = write_fix(file, outcome)
+                if problem is not None:  # left as it was: what it had before the fix remains
+                    errors.append(problem)
+                    remaining.extend(outcome.found)
+                    continue
+            if outcome.changed:
+                if diff:
+                    _print_diff(file, outcome.original, outcome.fixed, stdout)
+                fixed_files += 1
+                applied += outcome.applied
+                shown[file.display] = Counter(outcome.fixed_codes)
+            remaining.extend(outcome.remaining)
     remaining.sort(key=Finding.sort_key)
-    if not diff:
-        render(remaining, output_format, report, color=_use_color(report))
-    if output_format in ("text", "concise") and not quiet:
-        verb = "Would fix" if diff else "Fixed"
-        if applied:
-            click.echo(f"{verb} {applied} finding{'s' if applied != 1 else ''} in {fixed_files} file{'s' if fixed_files != 1 else ''}.", err=diff or to_stdout)
-        if not diff and (remaining or not errors):
-            click.echo(_summary(remaining, unsafe_hint=not unsafe_fixes), err=to_stdout)
+    try:
+        if not diff:
+            render(remaining, run.output_format, report, color=_use_color(report))
+        if run.output_format in ("text", "concise") and not run.quiet:
+            messages = report if not diff else sys.stderr
+            verb = "Would fix" if diff else "Fixed"
+            if options["show_fixes"] and shown:
+                _print_fixes(shown, verb, messages)
+            elif applied:
+                click.echo(f"{verb} {_count(applied, 'finding')} in {_count(fixed_files, 'file')}.", file=messages)
+            if not diff and (remaining or not errors):
+                click.echo(_summary(remaining, unsafe_hint=not unsafe_fixes), file=report)
+    finally:
+        if run.output_file is not None:
+            report.close()
+    # --diff: 1 when there are fixes to apply.
+    return _exit_code(errors, bool(fixed_files if diff else remaining), run.exit_zero, skipped)
+
+
+def _exit_code(errors: Sequence[str], found: bool, exit_zero: bool, skipped: Sequence[str] = ()) -> int:
+    """Print the warnings and errors; 2 if there are errors, else 1 when something was
+    `found`."""
     _print_errors([*skipped, *errors])
     if errors:
-        sys.exit(EXIT_ERROR)
-    if diff:
-        sys.exit(EXIT_FINDINGS if fixed_files and not exit_zero else EXIT_CLEAN)
-    sys.exit(EXIT_FINDINGS if remaining and not exit_zero else EXIT_CLEAN)
+        return EXIT_ERROR
+    return EXIT_FINDINGS if found and not exit_zero else EXIT_CLEAN
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'s' if number != 1 else ''}"
+
+
+def _print_fixes(shown: dict[str, Counter[str]], verb: str, stream: TextIO) -> None:
+    """ruff's --show-fixes: each file, then each rule's count of applied fixes."""
+    slugs = {r.CODE: r.SLUG for r in all_rules()}
+    total = sum(sum(counts.values()) for counts in shown.values())
+    click.echo(f"{verb} {_count(total, 'finding')}:", file=stream)
+    for path in sorted(shown):
+        click.echo(f"- {path}:", file=stream)
+        for code, count in sorted(shown[path].items()):
+            click.echo(f"    {count} × {code} ({slugs.get(code, '')})", file=stream)
+
+
+def _add_noqa(run: _Run) -> int:
+    """ruff's --add-noqa: a `# noqa: CODE` comment on the first line of every finding (added
+    to a `# noqa:` list already there), in place; the line endings and encoding are kept."""
+    from ._fixer import FixOutcome, write_fix
+    from ._suppress import add_noqa
+
+    if run.stdin is not None:
+        raise UsageProblem("--add-noqa edits files, not standard input")
+    groups, errors = run.inputs()
+    skipped: list[str] = []
+    added = 0
+    for group in groups:
+        results = lint_files(group.files, group.settings, group.rules)
+        for file, result in zip(group.files, results):
+            if result.skipped or result.error:
+                (skipped if result.skipped else errors).append(result.skipped or result.error)  # type: ignore[arg-type]
+                continue
+            codes: dict[int, set[str]] = {}
+            for finding in result.findings:
+                if finding.cell is None and finding.code not in (SYNTAX_ERROR_CODE, "JL901"):
+                    codes.setdefault(finding.line, set()).add(finding.code)
+            data = read_source(file, group.settings.max_file_size) if codes else ""
+            if isinstance(data, str):
+                continue
+            new, count = add_noqa(data, codes)
+            problem = write_fix(file, FixOutcome(file.display, data, new)) if count else None
+            if problem is not None:
+                errors.append(problem)
+                continue
+            added += count
+    if not run.quiet:
+        click.echo(f"Added {_count(added, 'noqa directive')}.", err=True)
+    return _exit_code(errors, False, True, skipped)
 
 
 def _print_diff(file: SourceFile, before: bytes, after: bytes, stream) -> None:  # type: ignore[no-untyped-def]
@@ -366,28 +594,61 @@ def _print_diff(file: SourceFile, before: bytes, after: bytes, stream) -> None: 
             stream.write(line if line.endswith("\n") else line + "\n")
 
 
+def _rule_dict(rule: type[Rule], explanation: bool) -> dict[str, object]:
+    """A rule as `rules`/`rule --output-format json` print it (ruff's fields)."""
+    data: dict[str, object] = {
+        "code": rule.CODE,
+        "name": rule.SLUG,
+        "summary": rule.MESSAGE,
+        "fix": rule.FIX.value if rule.FIX else None,
+        "default": rule.DEFAULT_ON,
+        "preview": rule.PREVIEW,
+    }
+    if explanation:
+        data["explanation"] = rule.docs()
+    return data
+
+
+_rule_format = click.option(
+    "--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+
+
 @cli.command(name="rule")
-@click.argument("name")
-def rule_command(name: str) -> None:
+@click.argument("name", required=False)
+@click.option("--all", "every", is_flag=True, help="Explain every rule.")
+@_rule_format
+def rule_command(name: str | None, every: bool, output_format: str) -> None:
     """Explain a rule: what it finds, why it is slow, the fix and its safety."""
+    if every == (name is not None):
+        raise UsageProblem("give a rule's name or --all")
     try:
-        rule = get_rule(name)
+        rules = all_rules() if every else (get_rule(name),)  # type: ignore[arg-type]
     except SelectionError as error:
         raise UsageProblem(str(error)) from None
     stdout = sys.stdout
+    if output_format == "json":
+        payload = [_rule_dict(r, explanation=True) for r in rules]
+        stdout.write(json.dumps(payload if every else payload[0], indent=2) + "\n")
+        return
     console = Console(file=stdout, force_terminal=_use_color(stdout), no_color=not _use_color(stdout))
-    fix = rule.FIX.value if rule.FIX else "none"
-    text = f"# {rule.SLUG} ({rule.CODE})\n\nFix: {fix}\n\n{rule.docs()}\n"
-    if _use_color(stdout):
-        console.print(Markdown(text))
-    else:
-        stdout.write(text)
+    for rule in rules:
+        fix = rule.FIX.value if rule.FIX else "none"
+        text = f"# {rule.SLUG} ({rule.CODE})\n\nFix: {fix}\n\n{rule.docs()}\n"
+        if _use_color(stdout):
+            console.print(Markdown(text))
+        else:
+            stdout.write(text + ("\n" if every else ""))
 
 
 @cli.command(name="rules")
-def rules_command() -> None:
+@_rule_format
+def rules_command(output_format: str) -> None:
     """List every rule."""
     stdout = sys.stdout
+    if output_format == "json":
+        stdout.write(json.dumps([_rule_dict(r, explanation=False) for r in all_rules()], indent=2) + "\n")
+        return
     console = Console(file=stdout, force_terminal=_use_color(stdout), no_color=not _use_color(stdout), width=120)
     table = Table("code", "slug", "fix", "default", "what it finds", box=None)
     for rule in all_rules():
@@ -395,10 +656,32 @@ def rules_command() -> None:
             rule.CODE,
             rule.SLUG,
             rule.FIX.value if rule.FIX else "-",
-            "on" if rule.DEFAULT_ON else "off",
+            ("on" if rule.DEFAULT_ON else "off") + (" (preview)" if rule.PREVIEW else ""),
             rule.MESSAGE,
         )
     console.print(table)
+
+
+@cli.command(name="clean")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="The cache to remove (default: as `check`).")
+def clean_command(cache_dir: str | None) -> None:
+    """Remove jaxlint's cache: the project's, and any `.jaxlint_cache` under this directory."""
+    import shutil
+
+    settings = _settings([], None)
+    targets = {_cache_dir(settings, cache_dir)}
+    for directory, subdirectories, _ in os.walk("."):
+        if CACHE_DIRECTORY in subdirectories:
+            targets.add(Path(directory) / CACHE_DIRECTORY)
+        subdirectories[:] = [d for d in subdirectories if d != CACHE_DIRECTORY and not settings.is_excluded(Path(directory) / d)]
+    for target in sorted(targets):
+        if not target.is_dir():
+            continue
+        if target.name != CACHE_DIRECTORY and not (target / CACHE_TAG).is_file():
+            _warn(f"{target}: not removed, it holds no {CACHE_TAG} (not a jaxlint cache)")
+            continue
+        click.echo(f"Removing cache at: {target}", err=True)
+        shutil.rmtree(target, ignore_errors=True)
 
 
 @cli.command(name="bench")

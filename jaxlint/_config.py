@@ -10,6 +10,9 @@ extend-exclude = ["generated"]  # adds to them
 per-file-ignores = { "tests/*" = ["JL003"] }
 max-file-size = "4MB"           # larger files are skipped with a warning; 0: no limit
 runtime-helpers = true          # false: no fix may import jaxlint.runtime
+respect-gitignore = true        # skip files that .gitignore ignores
+preview = false                 # true: also run rules that are still in preview
+cache-dir = ".jaxlint_cache"    # relative to this pyproject.toml
 
 [tool.jaxlint.tree-at-batch]    # options of one rule, if it has any
 ```
@@ -39,7 +42,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
-__all__ = ["ConfigError", "Settings", "find_config", "load_settings", "DEFAULT_EXCLUDES"]
+__all__ = ["ConfigError", "Settings", "find_config", "has_table", "load_settings", "DEFAULT_EXCLUDES"]
 
 DEFAULT_EXCLUDES = (
     ".git",
@@ -67,6 +70,7 @@ DEFAULT_EXCLUDES = (
 _LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude")
 # Whether fixes may import `jaxlint.runtime` (the code they write then needs jaxlint).
 RUNTIME_HELPERS = "runtime-helpers"
+_BOOL_KEYS = ("respect-gitignore", "preview")
 
 # Files larger than this are skipped with a warning: libcst needs about 1 GB and a minute
 # for a 2 MB file of generated code, and aborts in its allocator on 20 MB.
@@ -92,9 +96,13 @@ class Settings:
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes; 0: no limit
+    respect_gitignore: bool = True
+    preview: bool = False
+    cache_dir: Path | None = None  # None: `.jaxlint_cache` in `root`
 
     def rules(self) -> tuple[type[Rule], ...]:
-        return select_rules(self.select, self.ignore, self.extend_select)
+        """The selected rules; preview rules only with `preview`."""
+        return tuple(r for r in select_rules(self.select, self.ignore, self.extend_select) if self.preview or not r.PREVIEW)
 
     def is_excluded(self, path: Path) -> bool:
         """Whether a discovered file or directory matches an exclude pattern (by its name or
@@ -145,6 +153,15 @@ def _relative(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
+def has_table(config_file: Path) -> bool:
+    """Whether `config_file` has a `[tool.jaxlint]` table."""
+    try:
+        data = tomllib.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"{config_file}: {error}") from None
+    return "jaxlint" in data.get("tool", {})
+
+
 def find_config(start: Path) -> Path | None:
     """The nearest pyproject.toml with a `[tool.jaxlint]` table, from `start` upwards."""
     current = Path(os.path.realpath(start))  # never raises on a symlink loop, unlike resolve()
@@ -152,13 +169,8 @@ def find_config(start: Path) -> Path | None:
         current = current.parent
     for directory in (current, *current.parents):
         candidate = directory / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-                raise ConfigError(f"{candidate}: {error}") from None
-            if "jaxlint" in data.get("tool", {}):
-                return candidate
+        if candidate.is_file() and has_table(candidate):
+            return candidate
     return None
 
 
@@ -183,7 +195,7 @@ def load_settings(config_file: Path | None, root: Path | None = None) -> Setting
         raise ConfigError(f"{where}: must be a table")
     settings = Settings(root=Path(os.path.realpath(config_file.parent)), config_file=config_file)
     slugs = {rule.SLUG: rule for rule in all_rules()}
-    known = (*_LIST_KEYS, "per-file-ignores", "max-file-size", RUNTIME_HELPERS, *slugs)
+    known = (*_LIST_KEYS, "per-file-ignores", "max-file-size", RUNTIME_HELPERS, *_BOOL_KEYS, "cache-dir", *slugs)
     for key, value in table.items():
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
@@ -197,6 +209,15 @@ def load_settings(config_file: Path | None, root: Path | None = None) -> Setting
         # Every rule sees it as its own option; a rule's table may still say otherwise.
         for slug in slugs:
             settings.rule_options.setdefault(slug, {}).setdefault(RUNTIME_HELPERS, table[RUNTIME_HELPERS])
+    for key in _BOOL_KEYS:
+        if key in table:
+            if not isinstance(table[key], bool):
+                raise ConfigError(f"{where}: '{key}' must be true or false")
+            setattr(settings, key.replace("-", "_"), table[key])
+    if "cache-dir" in table:
+        if not isinstance(table["cache-dir"], str):
+            raise ConfigError(f"{where}: 'cache-dir' must be a string")
+        settings.cache_dir = settings.root / table["cache-dir"]
     if "select" in table:
         settings.select = _string_list(table, "select", where)
     if "extend-select" in table:

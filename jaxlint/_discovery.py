@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._config import Settings
+from ._gitignore import IgnoreRules
+from ._gitignore import IgnoreRules
 
 
 __all__ = ["SourceFile", "discover", "printable", "stdin_source"]
@@ -106,15 +108,23 @@ def discover(
             errors.append(f"{printable(argument)}: not a regular file or directory")
             continue
         seen = {real_path(path)}
+        # The .gitignore rules in force in each directory of the walk (None: not respected).
+        ignores: dict[str, IgnoreRules | None] = {
+            os.fspath(path): IgnoreRules.above(path) if settings.respect_gitignore else None
+        }
         for directory, subdirectories, names in os.walk(path, followlinks=True):
             base = Path(directory)
+            ignore = ignores.pop(directory, None)
             kept = []
             for name in sorted(subdirectories):
                 real = real_path(base / name)
                 if real in seen or settings.is_excluded(base / name):
                     continue  # a link back to a directory already walked, or excluded
+                if ignore is not None and ignore.ignored(real, True):
+                    continue
                 seen.add(real)
                 kept.append(name)
+                ignores[os.path.join(directory, name)] = ignore.enter(base / name) if ignore else None
             subdirectories[:] = kept
             for name in sorted(names):
                 if not name.endswith(PYTHON_SUFFIXES):
@@ -122,6 +132,8 @@ def discover(
                 candidate = base / name
                 if settings.is_excluded(candidate) or not candidate.is_file():
                     continue  # excluded, or a broken link or link loop found while walking
+                if ignore is not None and ignore.ignored(real_path(candidate), False):
+                    continue
                 display = os.path.normpath(os.path.join(argument, os.path.relpath(candidate, path)))
                 real = real_path(candidate)
                 files.setdefault(

@@ -21,7 +21,7 @@ from ._notebook import NotebookError, NotebookSource, read_notebook
 from ._positions import positions
 from ._project import Project
 from ._rule import RawFinding, Rule, node_class
-from ._suppress import is_suppressed
+from ._suppress import suppressing_line, suppression_comments
 from ._walk import walk
 
 
@@ -29,6 +29,7 @@ __all__ = ["Finding", "FileResult", "Analysis", "analyze", "lint_source", "SYNTA
 
 SYNTAX_ERROR_CODE = "JL000"
 SYNTAX_ERROR_SLUG = "syntax-error"
+UNUSED_NOQA_SLUG = "unused-noqa"  # reported here, after suppression (rules/unused_noqa.py)
 
 # Files that mention none of these are not JAX code; they are not even parsed.
 FAMILY_TOKENS = ("jax", "flax", "equinox", "optax", "eqx")
@@ -227,6 +228,8 @@ def analyze(
         return Analysis(result)
     if not lint:
         return Analysis(result, module)
+    unused_noqa = next((r for r in rules if r.SLUG == UNUSED_NOQA_SLUG), None)
+    used: set[tuple[int, str]] = set()  # (line, code) of each suppression that silenced something
     active = list(rules) if calls_jax else _active_rules(rules, text)
     if not active:
         return Analysis(result, module)
@@ -239,14 +242,14 @@ def analyze(
     except Exception as error:  # noqa: BLE001 - one file's bug must not stop the run
         result.error = f"{path}: internal error: {type(error).__name__}: {error} (please report)"
         return Analysis(result, module)
-    if not raw:
-        return Analysis(result, module)
     analysis = Analysis(result, module)
     lines = source_lines(text)
-    spans = positions(module, [(item.node, item.statement) for item in raw])
+    spans = positions(module, [(item.node, item.statement) for item in raw]) if raw else {}
     for item in raw:
         span = spans[item.node]
-        if is_suppressed(lines, span.start.line, span.end.line, item.rule.CODE, item.rule.SLUG):
+        suppressor = suppressing_line(lines, span.start.line, span.end.line, item.rule.CODE, item.rule.SLUG)
+        if suppressor is not None:
+            used.add((suppressor, item.rule.CODE))
             continue
         finding = Finding(
             path=path,
@@ -265,8 +268,56 @@ def analyze(
         finding = _locate_in_notebook(finding, notebook)
         analysis.raw.append((item, finding))
         result.findings.append(finding)
+    if unused_noqa is not None:
+        result.findings.extend(
+            _locate_in_notebook(f, notebook) for f in _unused_suppressions(path, text, lines, rules, used, unused_noqa)
+        )
     result.findings.sort(key=Finding.sort_key)
     return analysis
+
+
+def _unused_suppressions(
+    path: str,
+    text: str,
+    lines: Sequence[str],
+    rules: Sequence[type[Rule]],
+    used: set[tuple[int, str]],
+    rule: type[Rule],
+) -> list[Finding]:
+    """JL901: comments naming jaxlint rules that silenced none of their findings (ruff's
+    RUF100); codes of rules that did not run are "non-enabled"."""
+    if "noqa" not in text and "jaxlint:" not in text:
+        return []
+    from ._registry import all_rules
+
+    known = {r.CODE.lower(): r for r in all_rules()} | {r.SLUG: r for r in all_rules()}
+    ran = set(rules)
+    findings = []
+    for line, column, comment, names in suppression_comments(text):
+        unused, disabled = [], []
+        for name in sorted(names):
+            named = known.get(name)
+            if named is None or named is rule or (line, named.CODE) in used:
+                continue
+            (unused if named in ran else disabled).append(named.CODE)
+        if not unused and not disabled:
+            continue
+        parts = [f"unused: {', '.join(unused)}"] if unused else []
+        parts += [f"non-enabled: {', '.join(disabled)}"] if disabled else []
+        findings.append(
+            Finding(
+                path=path,
+                line=line,
+                column=column + 1,
+                end_line=line,
+                end_column=column + 1 + len(comment),
+                code=rule.CODE,
+                rule=rule.SLUG,
+                message=f"Unused `noqa` directive ({'; '.join(parts)})",
+                source_line=lines[line - 1] if line <= len(lines) else "",
+            )
+        )
+    return findings
 
 
 def _locate_in_notebook(finding: Finding, notebook: NotebookSource | None) -> Finding:

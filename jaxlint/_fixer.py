@@ -38,6 +38,7 @@ class FixOutcome:
     original: bytes
     fixed: bytes
     applied: int = 0
+    fixed_codes: list[str] = field(default_factory=list)  # the code of each applied fix
     remaining: list[Finding] = field(default_factory=list)
     error: str | None = None
     found: list[Finding] = field(default_factory=list)  # the findings before any fix
@@ -210,11 +211,12 @@ def _fix_python(
             return outcome
         if analysis.module is None or any(f.code == SYNTAX_ERROR_CODE for f in outcome.remaining):
             return outcome
-        candidates = [
-            raw.fix
+        codes = {
+            id(raw.fix): raw.rule.CODE
             for raw, _ in analysis.raw
             if raw.fix is not None and raw.rule in fixing and _allowed(raw.fix, unsafe)
-        ]
+        }
+        candidates = [raw.fix for raw, _ in analysis.raw if raw.fix is not None and id(raw.fix) in codes]
         if not candidates:
             return outcome
         # libcst drops the last line ending of a file with only `\r` line endings; what it
@@ -243,14 +245,17 @@ def _fix_python(
             )
             outcome.fixed = data
             outcome.applied = 0
+            outcome.fixed_codes = []
             return outcome
         if new_bytes == outcome.fixed:
             return outcome
         outcome.fixed = new_bytes
         outcome.applied += len(chosen)
+        outcome.fixed_codes += [codes[id(fix)] for fix in chosen]
     outcome.error = f"{path}: internal error: fixes did not converge after {MAX_PASSES} passes"
     outcome.fixed = data
     outcome.applied = 0
+    outcome.fixed_codes = []
     return outcome
 
 
@@ -306,6 +311,7 @@ def _fix_notebook(
     if changed and set(changed) <= set(spans):
         outcome.fixed = rebuild(text, spans, changed).encode("utf-8")
         outcome.applied = inner.applied
+        outcome.fixed_codes = inner.fixed_codes
     analysis = analyze(path, outcome.fixed, rules, options, project, as_notebook=True).result
     outcome.remaining = analysis.findings
     # What it had before the fix, should the fixed notebook not be written.

@@ -126,6 +126,8 @@ class Rule:
     TOKENS: ClassVar[tuple[str, ...]] = ()
     OPTIONS: ClassVar[Mapping[str, Option]] = {}
     DEFAULT_ON: ClassVar[bool] = True
+    # A rule in preview runs only with `--preview` (or `preview = true`), as in ruff.
+    PREVIEW: ClassVar[bool] = False
     SINCE: ClassVar[str] = "0.1.0"
 
     def __init__(self, ctx: FileContext, options: Mapping[str, Any] | None = None) -> None:

@@ -25,7 +25,13 @@ from ._rule import Rule
 from ._version import __version__
 
 
-__all__ = ["LintCache", "Skipped", "lint_files", "read_source"]
+__all__ = ["CACHE_DIRECTORY", "CACHE_TAG", "LintCache", "Skipped", "lint_files", "read_source"]
+
+CACHE_DIRECTORY = ".jaxlint_cache"
+# https://bford.info/cachedir/: backup tools skip the folder, and `jaxlint clean` only
+# removes a folder that has it.
+CACHE_TAG = "CACHEDIR.TAG"
+CACHE_TAG_TEXT = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by jaxlint.\n"
 
 # Below this many files a pool costs more to start than it saves.
 _POOL_THRESHOLD = 16
@@ -93,10 +99,11 @@ class LintCache:
     Stored as one JSON file per settings under `.jaxlint_cache/` in the project root.
     """
 
-    def __init__(self, root: Path, settings_key: str) -> None:
+    def __init__(self, root: Path, settings_key: str, directory: Path | None = None) -> None:
         stamp = f"{__version__}\0{_code_stamp()}\0{settings_key}"
         digest = hashlib.sha256(stamp.encode()).hexdigest()[:16]
-        self.file = root / ".jaxlint_cache" / __version__ / f"{digest}.json"
+        self.directory = directory if directory is not None else root / CACHE_DIRECTORY
+        self.file = self.directory / __version__ / f"{digest}.json"
         self.entries: dict[str, dict[str, object]] = {}
         self.dirty = False
         try:
@@ -130,9 +137,9 @@ class LintCache:
             return
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            gitignore = self.file.parent.parent / ".gitignore"
-            if not gitignore.exists():
-                gitignore.write_text("*\n", encoding="utf-8")
+            for name, text in ((".gitignore", "*\n"), (CACHE_TAG, CACHE_TAG_TEXT)):
+                if not (self.directory / name).exists():
+                    (self.directory / name).write_text(text, encoding="utf-8")
             temporary = self.file.with_suffix(f".{os.getpid()}.tmp")
             try:
                 temporary.write_text(json.dumps(self.entries), encoding="utf-8")
@@ -144,10 +151,12 @@ class LintCache:
             pass  # a cache that cannot be written is only slower, never wrong
 
 
+# A notebook finding's cell, and the lines of the `.ipynb` text it is on: None or >= 1.
+_OPTIONAL_LINES = ("cell", "ipynb_line", "ipynb_end_line")
 _FINDING_TYPES = {
     field.name: (int,) if field.type == "int" else (str,) if field.type == "str" else (str, type(None))
     for field in fields(Finding)
-    if field.name not in ("cell", "evidence")
+    if field.name not in (*_OPTIONAL_LINES, "evidence")
 }
 
 
@@ -161,7 +170,7 @@ def _cached_result(entry: object) -> FileResult | None:
         return None
     findings = []
     for item in raw:
-        if not isinstance(item, dict) or set(item) != {*_FINDING_TYPES, "cell", "evidence"}:
+        if not isinstance(item, dict) or set(item) != {*_FINDING_TYPES, *_OPTIONAL_LINES, "evidence"}:
             return None
         evidence = item["evidence"]
         if not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence):
@@ -170,9 +179,10 @@ def _cached_result(entry: object) -> FileResult | None:
             value = item[name]
             if not isinstance(value, types) or isinstance(value, bool):
                 return None
-        cell = item["cell"]
-        if not (cell is None or (isinstance(cell, int) and not isinstance(cell, bool) and cell >= 1)):
-            return None
+        for name in _OPTIONAL_LINES:
+            value = item[name]
+            if not (value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)):
+                return None
         if min(item["line"], item["column"], item["end_line"], item["end_column"]) < 1:
             return None
         findings.append(Finding(**{**item, "evidence": tuple(evidence)}))

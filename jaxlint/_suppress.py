@@ -13,7 +13,7 @@ import tokenize
 from collections.abc import Sequence
 
 
-__all__ = ["is_suppressed", "parse_suppression"]
+__all__ = ["is_suppressed", "parse_suppression", "suppressing_line", "suppression_comments"]
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[\w\-]+(?:\s*,\s*[\w\-]+)*))?", re.IGNORECASE)
 _JAXLINT = re.compile(r"#\s*jaxlint:\s*ignore(?:\[(?P<codes>[^\]]*)\])?(?!-)")
@@ -68,11 +68,78 @@ def _line_suppression(lines: Sequence[str], number: int) -> frozenset[str] | Non
     return parse_suppression(comment) if comment is not None else None
 
 
-def is_suppressed(lines: Sequence[str], start: int, end: int, code: str, slug: str) -> bool:
-    """Whether a finding of `code`/`slug` spanning lines `start..end` (1-based) is suppressed."""
-    for number in {start, end}:
+def suppressing_line(lines: Sequence[str], start: int, end: int, code: str, slug: str) -> int | None:
+    """The line (1-based) whose comment suppresses a finding of `code`/`slug` spanning lines
+    `start..end`, or None."""
+    for number in sorted({start, end}):
         if 1 <= number <= len(lines):
             codes = _line_suppression(lines, number)
             if codes is not None and (codes is ALL or code.lower() in codes or slug in codes):
-                return True
-    return False
+                return number
+    return None
+
+
+def is_suppressed(lines: Sequence[str], start: int, end: int, code: str, slug: str) -> bool:
+    """Whether a finding of `code`/`slug` spanning lines `start..end` (1-based) is suppressed."""
+    return suppressing_line(lines, start, end, code, slug) is not None
+
+
+def suppression_comments(text: str) -> list[tuple[int, int, str, frozenset[str]]]:
+    """Every comment of `text` naming rules to suppress: (line, column, comment, the codes
+    and slugs it names, lower-cased). Bare `# noqa` / `# jaxlint: ignore` are left out."""
+    found: list[tuple[int, int, str, frozenset[str]]] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                codes = parse_suppression(token.string)
+                if codes is not None and codes is not ALL:
+                    found.append((token.start[0], token.start[1], token.string, codes))
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return []
+    return found
+
+
+def add_noqa(data: bytes, codes: dict[int, set[str]]) -> tuple[bytes, int]:
+    """`data` (Python source) with `# noqa: CODE, ...` on each line of `codes` (1-based line
+    -> codes), merged into a `# noqa: ...` comment already there; and how many lines changed.
+    A line where a comment cannot go (inside a multi-line string) is left alone. Line endings
+    and the encoding are kept."""
+    from ._engine import decode_source
+
+    text, encoding = decode_source(data)
+    lines = text.splitlines(keepends=True)
+    comments = _comments([line.rstrip("\r\n") for line in lines]) or {}
+    changed = 0
+    for number, needed in sorted(codes.items()):
+        if not 0 < number <= len(lines) or number not in comments and _in_string(lines, number):
+            continue
+        line = lines[number - 1]
+        body = line.rstrip("\r\n")
+        ending = line[len(body) :]
+        comment = comments.get(number, "")
+        present = parse_suppression(comment) if comment else None
+        if present is ALL:
+            continue
+        missing = sorted(c for c in needed if present is None or c.lower() not in present)
+        if not missing:
+            continue
+        match = _NOQA.search(comment) if comment else None
+        if match and match.group("codes"):
+            at = body.rindex(comment) + match.end()
+            body = f"{body[:at]}, {', '.join(missing)}{body[at:]}"
+        else:
+            body = f"{body}  # noqa: {', '.join(missing)}"
+        lines[number - 1] = body + ending
+        changed += 1
+    return "".join(lines).encode(encoding), changed
+
+
+def _in_string(lines: Sequence[str], number: int) -> bool:
+    """Whether line `number` ends inside a string (a comment there would be text)."""
+    text = "".join(lines[:number]).rstrip("\r\n") + "  # noqa\n" + "".join(lines[number:])
+    try:
+        return all(
+            token.string != "# noqa" for token in tokenize.generate_tokens(io.StringIO(text).readline) if token.type == tokenize.COMMENT
+        )
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return True

@@ -13,29 +13,11 @@ from typing import Any
 
 import pytest
 
+from test_cli import CHAIN, CHAIN_FIXED_LINE, CLEAN, LOOP
+
 
 pytest.importorskip("pygls")
 
-CHAIN = """\
-import equinox as eqx
-
-
-def g(model, enc, head):
-    model = eqx.tree_at(lambda m: m.encoder, model, enc)
-    model = eqx.tree_at(lambda m: m.decoder.head, model, head)
-    return model
-"""
-CHAIN_FIXED_LINE = "    model = eqx.tree_at(lambda m: [m.encoder, m.decoder.head], model, [enc, head])\n"
-LOOP = """\
-import equinox as eqx
-
-
-def f(model, plan):
-    for name, layer in plan.items():
-        model = eqx.tree_at(lambda m: getattr(m, name), model, layer)
-    return model
-"""
-CLEAN = "import jax.numpy as jnp\n\nx = jnp.zeros(3)\n"
 TIMEOUT = 60
 
 

@@ -11,9 +11,10 @@ from ._sarif import render_sarif
 from ._text import render_concise, render_statistics, render_text
 
 
-__all__ = ["FORMATS", "render", "render_statistics"]
+__all__ = ["FORMATS", "STATISTICS_FORMATS", "render", "render_statistics"]
 
 FORMATS = ("text", "concise", "json", "jsonl", "sarif", "github")
+STATISTICS_FORMATS = ("text", "concise", "json", "jsonl")
 
 
 def render(findings: Sequence[Finding], output_format: str, stream: TextIO, *, color: bool) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from typing import TextIO
@@ -62,13 +63,29 @@ def render_text(findings: Sequence[Finding], stream: TextIO, *, color: bool) -> 
         console.print()
 
 
-def render_statistics(findings: Sequence[Finding], stream: TextIO, *, color: bool) -> None:
-    """One line per rule: count, code, fixable marker, slug (ruff's --statistics)."""
-    console = _console(stream, color)
+def statistics(findings: Sequence[Finding]) -> list[dict[str, object]]:
+    """One entry per rule, most frequent first: count, code, name, whether any is fixable."""
     counts = Counter(f.code for f in findings)
     slugs = {r.CODE: r.SLUG for r in all_rules()} | {"JL000": "syntax-error"}
     fixable = {f.code for f in findings if f.fix == "safe"}
-    width = max((len(str(c)) for c in counts.values()), default=1)
-    for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
-        marker = "[*]" if code in fixable else "   "
-        console.print(f"{count:>{width}}\t{code}\t{escape(marker)} {slugs.get(code, '')}")
+    return [
+        {"code": code, "name": slugs.get(code, ""), "count": count, "fixable": code in fixable}
+        for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    ]
+
+
+def render_statistics(findings: Sequence[Finding], output_format: str, stream: TextIO, *, color: bool) -> None:
+    """ruff's --statistics: one line per rule (count, code, fixable marker, slug), or JSON."""
+    rows = statistics(findings)
+    if output_format == "json":
+        stream.write(json.dumps(rows, indent=2) + "\n")
+        return
+    if output_format == "jsonl":
+        for row in rows:
+            stream.write(json.dumps(row) + "\n")
+        return
+    console = _console(stream, color)
+    width = max((len(str(row["count"])) for row in rows), default=1)
+    for row in rows:
+        marker = "[*]" if row["fixable"] else "   "
+        console.print(f"{row['count']:>{width}}\t{row['code']}\t{escape(marker)} {row['name']}")
