@@ -302,7 +302,7 @@ def test_distribution_name_is_ours_and_the_readme_installs_it() -> None:
         import tomli as tomllib
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["name"] == "jaxlint-perf"
-    assert project["scripts"] == {"jaxlint": "jaxlint._cli:main"}
+    assert project["scripts"] == {"jaxlint": "jaxlint._entry:main"}
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     installs = re.findall(r"^\s*(?:\S*/)?pip install (.+)$", readme, flags=re.MULTILINE)
     assert installs
