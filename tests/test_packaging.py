@@ -93,6 +93,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("wheel")
 def test_wheel_contents(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"jaxlint/py.typed", "jaxlint/runtime/py.typed", "jaxlint/rules/__init__.py"} <= names
@@ -104,6 +105,7 @@ def test_wheel_contents(wheel: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("wheel")
 def test_wheel_installs_and_imports(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
     result = _run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)])
