@@ -3,7 +3,8 @@
 - Diagnostics when a Python file is opened or saved, and while it is edited (after a pause
   of `DEBOUNCE` seconds, so typing does not lint every keystroke), with the configuration
   that `jaxlint check` would use for the file (the nearest pyproject.toml, per-file-ignores,
-  excludes).
+  excludes), and what the other modules of the project define (the functions they jit:
+  `jaxlint check`'s project analysis), kept current as files are edited and saved.
 - Code actions: each finding's fix (quickfix; unsafe ones say so), "fix all" with the safe
   fixes (also as the `source.fixAll.jaxlint` kind editors run on save), and a `# noqa: CODE`
   comment for a finding.
@@ -15,6 +16,7 @@ Importing this module needs pygls (the `lsp` extra); nothing else in jaxlint imp
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +26,10 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from ._config import ConfigError, Settings, find_config, load_settings
-from ._discovery import stdin_source
+from ._discovery import discover, stdin_source
 from ._engine import SYNTAX_ERROR_CODE, Analysis, Finding, analyze, decode_source
 from ._fixer import apply_fixes, fix_source
+from ._project import Project, project_for
 from ._registry import SelectionError, get_rule
 from ._rule import Rule
 from ._suppress import parse_suppression
@@ -36,6 +39,9 @@ from ._version import __version__
 __all__ = ["DEBOUNCE", "create_server", "serve"]
 
 DEBOUNCE = 0.3
+# A project larger than this is summarized from its first files only (the summary of a module
+# is one `ast` pass; thousands of them would delay the first diagnostics).
+_PROJECT_FILES = 2000
 SOURCE = "jaxlint"
 FIX_ALL = f"{types.CodeActionKind.SourceFixAll.value}.jaxlint"
 
@@ -92,6 +98,27 @@ class JaxlintServer(LanguageServer):
         super().__init__("jaxlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.lints: dict[str, _Lint] = {}
         self.pending: dict[str, asyncio.TimerHandle] = {}
+        # The project's Python files (as on disk, or as open in the editor) per project root,
+        # and each module's facts by content hash: what `jaxlint check` knows about
+        # the other modules of a run (`_project`), kept up to date on open, change and save.
+        self.sources: dict[Path, dict[Path, bytes]] = {}
+        self.facts: dict[str, object] = {}
+
+    def project(self, settings: Settings, path: Path, data: bytes) -> Project:
+        """What the other modules of the file's project define, with the file as edited."""
+        root = settings.root
+        sources = self.sources.get(root)
+        if sources is None:
+            files, _ = discover([str(root)], settings)
+            sources = {}
+            for file in files[:_PROJECT_FILES]:
+                try:
+                    sources[Path(os.path.realpath(file.path))] = file.path.read_bytes()
+                except OSError:
+                    continue
+            self.sources[root] = sources
+        sources[Path(os.path.realpath(path))] = data
+        return project_for(((str(p), p, d) for p, d in sources.items()), self.facts)  # type: ignore[arg-type]
 
     # -- linting ---------------------------------------------------------------------
 
@@ -111,7 +138,10 @@ class JaxlintServer(LanguageServer):
             return None  # excluded in [tool.jaxlint], as `jaxlint check .` would skip it
         ignored = settings.ignored_for(path)
         file_rules = tuple(r for r in rules if r not in ignored)
-        analysis = analyze(str(path), text.encode("utf-8"), file_rules, settings.rule_options, as_notebook=False)
+        data = text.encode("utf-8")
+        real = Path(os.path.realpath(path))
+        project = self.project(settings, real, data) if uri.startswith("file:") else None
+        analysis = analyze(str(real), data, file_rules, settings.rule_options, project, as_notebook=False)
         lint = _Lint(text, analysis, settings, file_rules)
         self.lints[uri] = lint
         return lint

@@ -17,6 +17,7 @@ from test_cli import CHAIN, CHAIN_FIXED_LINE, CLEAN, LOOP
 
 
 pytest.importorskip("pygls")
+pytestmark = pytest.mark.xdist_group("lsp")  # one server for the module, on one worker
 
 TIMEOUT = 60
 
@@ -220,3 +221,15 @@ def test_server_without_pygls_is_a_one_line_error(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("jaxlint: error: jaxlint server needs pygls")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_other_modules_of_the_project_count(client: Client, tmp_path: Path) -> None:
+    """As `jaxlint check` does for a run: a step jitted in another module returns device
+    values, so the per-step float() in the loop waits for the device (JL005)."""
+    import shutil
+
+    project = Path(__file__).resolve().parents[1] / "fixtures" / "_projects" / "jitted_elsewhere"
+    shutil.copytree(project, tmp_path / "project")
+    loop = tmp_path / "project" / "trainer" / "loop.py"
+    diagnostics = client.diagnostics(open_document(client, loop, loop.read_text(encoding="utf-8")))
+    assert [(d["code"], d["range"]["start"]["line"]) for d in diagnostics] == [("JL005", 9)]
