@@ -303,7 +303,8 @@ def project_for(files: Iterable[tuple[str, Path, bytes]], store: MutableMapping[
         if path.suffix != ".py":
             continue
         module = module_name(path.resolve() if not path.is_absolute() else path)
-        key = "facts:" + hashlib.sha256(module.encode() + b"\0" + data).hexdigest()
+        # surrogateescape: a file name that is not UTF-8 keeps its bytes in the module name.
+        key = "facts:" + hashlib.sha256(module.encode("utf-8", "surrogateescape") + b"\0" + data).hexdigest()
         known = _stored_facts(store.get(key)) if store is not None else None
         if known is None:
             try:
