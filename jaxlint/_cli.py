@@ -7,6 +7,7 @@ configuration, input or internal error.
 from __future__ import annotations
 
 import difflib
+import io
 import json
 import os
 import sys
@@ -27,6 +28,7 @@ from ._engine import SYNTAX_ERROR_CODE, Finding
 from ._registry import SelectionError, all_rules, expand, get_rule
 from ._report import FORMATS, STATISTICS_FORMATS, render, render_statistics
 from ._rule import Rule
+from ._progress import ProgressBar
 from ._project import project_for
 from ._runner import CACHE_DIRECTORY, CACHE_TAG, LintCache, Skipped, lint_files, read_source
 from ._version import __version__
@@ -345,14 +347,21 @@ def _check_once(run: _Run, options: dict) -> int:  # type: ignore[type-arg]
     measured = _load_evidence(options["evidence"]) if options["evidence"] is not None else None  # type: ignore[arg-type]
     groups, errors = run.inputs()
     results = []
-    for group in groups:
-        cache = None
-        if not options["no_cache"] and run.stdin is None:
-            key = _settings_key(group.settings, group.rules)
-            cache = LintCache(group.settings.root, key, _cache_dir(group.settings, options["cache_dir"]))  # type: ignore[arg-type]
-        results += lint_files(group.files, group.settings, group.rules, jobs=options["jobs"], cache=cache)  # type: ignore[arg-type]
-        if cache is not None:
-            cache.save()
+    # On a terminal, a run that lasts shows how far it is (on stderr; never with -q).
+    bar = ProgressBar(sum(len(g.files) for g in groups), sys.stderr if not run.quiet else io.StringIO())
+    try:
+        for group in groups:
+            cache = None
+            if not options["no_cache"] and run.stdin is None:
+                key = _settings_key(group.settings, group.rules)
+                cache = LintCache(group.settings.root, key, _cache_dir(group.settings, options["cache_dir"]))  # type: ignore[arg-type]
+            results += lint_files(
+                group.files, group.settings, group.rules, jobs=options["jobs"], cache=cache, progress=bar.advance  # type: ignore[arg-type]
+            )
+            if cache is not None:
+                cache.save()
+    finally:
+        bar.close()
     skipped = [r.skipped for r in results if r.skipped]
     errors += [r.error for r in results if r.error]
     findings = sorted((f for r in results for f in r.findings), key=Finding.sort_key)

@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, fields
@@ -242,7 +242,10 @@ _Item = tuple[int, str, bytes, tuple[str, ...], "str | None"]
 
 
 def _lint_in_pool(
-    order: Sequence[_Item], workers: int, options: dict[str, dict[str, object]]
+    order: Sequence[_Item],
+    workers: int,
+    options: dict[str, dict[str, object]],
+    progress: Callable[[], None] | None = None,
 ) -> list[tuple[_Item, FileResult]]:
     """Lint `order` in a pool of `workers`. A worker that dies (a crash in native code)
     breaks the pool; every file it left unlinted is then linted again in a process of its
@@ -257,6 +260,8 @@ def _lint_in_pool(
                 computed.append((item, future.result()))
             except BrokenProcessPool:
                 unfinished.append(item)
+            if progress is not None:
+                progress()
     except BaseException:
         stop_pool(pool)
         raise
@@ -281,6 +286,7 @@ def lint_files(
     *,
     jobs: int | None = None,
     cache: LintCache | None = None,
+    progress: Callable[[], None] | None = None,
 ) -> list[FileResult]:
     """Lint `files`; results come back in the order of `files`. Every file is linted knowing
     what the others define (`_project`): the files of one run are one project."""
@@ -315,11 +321,13 @@ def lint_files(
     if workers > 1 and len(pending) >= _POOL_THRESHOLD:
         # Largest files first, so the pool does not end waiting on one big file.
         order = sorted(pending, key=lambda item: -len(item[2]))
-        computed = _lint_in_pool(order, workers, settings.rule_options)
+        computed = _lint_in_pool(order, workers, settings.rule_options, progress)
     else:
-        computed = [
-            (item, _lint_one(item[1], item[2], item[3], settings.rule_options)) for item in pending
-        ]
+        computed = []
+        for item in pending:
+            computed.append((item, _lint_one(item[1], item[2], item[3], settings.rule_options)))
+            if progress is not None:
+                progress()
     for (index, _display, _data, _slugs, key), result in computed:
         results[index] = result
         if cache is not None and key is not None:
