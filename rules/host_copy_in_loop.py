@@ -751,6 +751,17 @@ def _converts(ctx, test: cst.BaseExpression, path: list[cst.CSTNode], loop: Loop
         part_path = _path_to([*path, test], part) if part is not test else path
         if part_path is None:
             continue
+        if (
+            isinstance(part, cst.Call)
+            and isinstance(part.func, cst.Attribute)
+            and isinstance(part.func.value, (cst.Name, cst.Attribute, cst.Subscript))
+        ):
+            # `while not timestep.last():`: a method of a fresh device value, whose result
+            # Python takes the truth value of.
+            receiver = part.func.value
+            receiver_path = _path_to([*part_path, part, part.func], receiver)
+            if receiver_path is not None and ctx.device.holds(receiver, receiver_path) and _fresh(ctx, receiver, receiver_path, loop):
+                return True
         if isinstance(part, (cst.Name, cst.Attribute, cst.Subscript)) and ctx.device.holds(part, part_path):
             if _fresh(ctx, part, part_path, loop):
                 return True
