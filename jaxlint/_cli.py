@@ -472,7 +472,10 @@ def _fix_run(run: _Run, options: dict, only: set[type[Rule]] | None) -> int:  # 
     for group in groups:
         sources = [read_source(file, group.settings.max_file_size) for file in group.files]
         # What the other files define, as `check` sees it (read before any file is rewritten).
-        project = project_for((f.display, f.path, d) for f, d in zip(group.files, sources) if not isinstance(d, str))
+        project = project_for(
+            ((f.display, f.path, d) for f, d in zip(group.files, sources) if not isinstance(d, str)),
+            preview=group.settings.preview,
+        )
         for file, data in zip(group.files, sources):
             if isinstance(data, str):
                 (skipped if isinstance(data, Skipped) else errors).append(data)

@@ -71,14 +71,18 @@ class Project:
     digest: str = ""
 
     @classmethod
-    def from_facts(cls, facts: Iterable[tuple[str, ModuleFacts]]) -> Project:
+    def from_facts(cls, facts: Iterable[tuple[str, ModuleFacts]], *, imported_jit: bool = False) -> Project:
+        """`imported_jit`: also use what other modules jit (preview: on the ecosystem check's
+        test split it found host copies that the host needs right away, in RL loops that step
+        an environment, more often than it found true ones)."""
         project = cls()
         lines = []
         facts = list(facts)
         for display, module in facts:
             project.modules[display] = module.module
-            for name, api in module.jitted:
-                project._jitted[f"{module.module}.{name}"] = api
+            if imported_jit:
+                for name, api in module.jitted:
+                    project._jitted[f"{module.module}.{name}"] = api
             project._traced |= module.traced_calls
             project._eager |= module.eager_calls
         for display, module in facts:
@@ -294,10 +298,13 @@ class _Summary:
         return ModuleFacts(self.module, tuple(sorted(jitted.items())), frozenset(traced_calls), frozenset(eager_calls))
 
 
-def project_for(files: Iterable[tuple[str, Path, bytes]], store: MutableMapping[str, Any] | None = None) -> Project:
+def project_for(
+    files: Iterable[tuple[str, Path, bytes]], store: MutableMapping[str, Any] | None = None, *, preview: bool = False
+) -> Project:
     """The project of a run: `files` are (display path, path, bytes) of its Python files.
     `store` (the lint cache's entries) keeps each module's facts by content hash, so a warm
-    run reads no file's tree again."""
+    run reads no file's tree again. Which functions other modules call only from traced code
+    is always used; what they jit only with `preview` (`Project.from_facts`)."""
     facts = []
     for display, path, data in files:
         if path.suffix != ".py":
@@ -320,7 +327,7 @@ def project_for(files: Iterable[tuple[str, Path, bytes]], store: MutableMapping[
                     "eager": sorted(known.eager_calls),
                 }
         facts.append((display, known))
-    return Project.from_facts(facts)
+    return Project.from_facts(facts, imported_jit=preview)
 
 
 def _stored_facts(entry: object) -> ModuleFacts | None:

@@ -298,6 +298,7 @@ def lint_files(
     _PROJECT = project_for(
         ((file.display, file.path, data) for file, data in zip(files, sources) if not isinstance(data, str)),
         cache.entries if cache is not None else None,  # module facts live beside findings ("facts:" keys)
+        preview=settings.preview,
     )
     if cache is not None and len(cache.entries) != known:
         cache.dirty = True

@@ -224,12 +224,14 @@ def test_server_without_pygls_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_the_other_modules_of_the_project_count(client: Client, tmp_path: Path) -> None:
-    """As `jaxlint check` does for a run: a step jitted in another module returns device
-    values, so the per-step float() in the loop waits for the device (JL005)."""
+    """As `jaxlint check --preview` does for a run: a step jitted in another module returns
+    device values, so the per-step float() in the loop waits for the device (JL005)."""
     import shutil
 
     project = Path(__file__).resolve().parents[1] / "fixtures" / "_projects" / "jitted_elsewhere"
     shutil.copytree(project, tmp_path / "project")
+    # What other modules jit is preview knowledge, as for `jaxlint check`.
+    (tmp_path / "project" / "pyproject.toml").write_text("[tool.jaxlint]\npreview = true\n", encoding="utf-8")
     loop = tmp_path / "project" / "trainer" / "loop.py"
     diagnostics = client.diagnostics(open_document(client, loop, loop.read_text(encoding="utf-8")))
     assert [(d["code"], d["range"]["start"]["line"]) for d in diagnostics] == [("JL005", 9)]
