@@ -23,7 +23,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from ._config import ConfigError, Settings, find_config, has_table, load_settings
-from ._discovery import SourceFile, discover, stdin_source
+from ._discovery import SourceFile, discover, is_excluded, stdin_source
 from ._engine import SYNTAX_ERROR_CODE, Finding
 from ._registry import SelectionError, all_rules, expand, get_rule
 from ._report import FORMATS, STATISTICS_FORMATS, render, render_statistics
@@ -113,9 +113,18 @@ class _Group:
     files: list[SourceFile]
 
 
-def _groups(files: Sequence[SourceFile], base: Settings, config: str | None, selection: _Selection) -> list[_Group]:
+def _groups(
+    files: Sequence[SourceFile],
+    base: Settings,
+    config: str | None,
+    selection: _Selection,
+    named: Sequence[str] = (),
+) -> list[_Group]:
     """Each file with the configuration nearest to it (ruff's hierarchical configuration);
-    with `--config`, every file with that one."""
+    with `--config`, every file with that one. A file found by walking a directory that its
+    own configuration excludes (`exclude`, `extend-exclude` of a subproject) is left out, as
+    the walk leaves out what the first path's configuration excludes; a file named in
+    `named` is always kept."""
     base_rules = _rules(base, selection)
     if config is not None:
         return [_Group(base, base_rules, list(files))]
@@ -131,7 +140,10 @@ def _groups(files: Sequence[SourceFile], base: Settings, config: str | None, sel
             if key not in groups:
                 settings = load_settings(key)
                 groups[key] = _Group(settings, _rules(settings, selection), [])
-            groups[key].files.append(file)
+            group = groups[key]
+            if group.settings is not base and file.display not in named and is_excluded(file.path, group.settings):
+                continue
+            group.files.append(file)
     except ConfigError as error:
         raise UsageProblem(str(error)) from None
     return [group for group in groups.values() if group.files] or [_Group(base, base_rules, [])]
@@ -285,7 +297,7 @@ class _Run:
             files = stdin_source(*self.stdin, self.settings, force_exclude=self.force_exclude)
             return [_Group(self.settings, _rules(self.settings, self.selection), files)], []
         files, errors = discover(self.paths, self.settings, force_exclude=self.force_exclude)
-        return _groups(files, self.settings, self.config, self.selection), errors
+        return _groups(files, self.settings, self.config, self.selection, self.paths), errors
 
     def report_stream(self, default: TextIO) -> TextIO:
         if self.output_file is None:

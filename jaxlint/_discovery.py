@@ -19,7 +19,7 @@ from ._gitignore import IgnoreRules
 from ._gitignore import IgnoreRules
 
 
-__all__ = ["SourceFile", "discover", "printable", "stdin_source"]
+__all__ = ["SourceFile", "discover", "is_excluded", "printable", "stdin_source"]
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
@@ -56,7 +56,7 @@ def _is_within(path: Path, roots: Iterable[Path]) -> bool:
     return any(path == root or root in path.parents for root in roots)
 
 
-def _excluded_with_parents(path: Path, settings: Settings) -> bool:
+def is_excluded(path: Path, settings: Settings) -> bool:
     """Whether `path` or a directory above it (up to the project root) is excluded."""
     resolved = real_path(path)
     root = real_path(settings.root)
@@ -99,7 +99,7 @@ def discover(
         if not path.exists():
             errors.append(f"{printable(argument)}: {_missing(path)}")
             continue
-        if force_exclude and _excluded_with_parents(path, settings):
+        if force_exclude and is_excluded(path, settings):
             continue
         if path.is_file():
             files.setdefault(real_path(path), SourceFile(printable(argument), path))
@@ -149,6 +149,6 @@ def stdin_source(
     `per-file-ignores` and kind, `.ipynb` or not), or nothing when `force_exclude` and `name`
     is excluded (what an editor plugin wants for a generated file)."""
     path = Path(name)
-    if force_exclude and _excluded_with_parents(path, settings):
+    if force_exclude and is_excluded(path, settings):
         return []
     return [SourceFile(name, path, content=content)]

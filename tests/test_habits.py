@@ -205,6 +205,16 @@ def test_each_file_takes_its_nearest_configuration(tmp_path: Path, run_cli) -> N
     assert run_cli("check", "--config", "quiet/pyproject.toml", "loud", "quiet").exit_code == 0
 
 
+def test_a_subprojects_excludes_apply_to_its_files(tmp_path: Path, run_cli) -> None:
+    write(tmp_path / "pyproject.toml", "[tool.jaxlint]\n")
+    write(tmp_path / "sub" / "pyproject.toml", '[tool.jaxlint]\nextend-exclude = ["generated"]\n')
+    write(tmp_path / "sub" / "generated" / "a.py", LOOP)
+    write(tmp_path / "sub" / "b.py", LOOP)
+    result = run_cli("check", "-q", "--output-format", "concise", ".")
+    assert [line.split(":")[0] for line in result.stdout.splitlines()] == ["sub/b.py"]
+    assert run_cli("check", "sub/generated/a.py").exit_code == 1  # named: always linted
+
+
 def test_config_without_a_jaxlint_table_is_an_error(tmp_path: Path, run_cli) -> None:
     write(tmp_path / "other.toml", "[tool.ruff]\nline-length = 100\n")
     write(tmp_path / "a.py", LOOP)
