@@ -109,11 +109,14 @@ class JaxlintServer(LanguageServer):
         root = settings.root
         sources = self.sources.get(root)
         if sources is None:
-            files, _ = discover([str(root)], settings)
+            if settings.config_file is not None:
+                found = [f.path for f in discover([str(root)], settings)[0]]
+            else:  # no pyproject.toml: a loose file and its siblings, not everything below them
+                found = sorted(p for p in path.parent.glob("*.py") if not settings.is_excluded(p))
             sources = {}
-            for file in files[:_PROJECT_FILES]:
+            for file in found[:_PROJECT_FILES]:
                 try:
-                    sources[Path(os.path.realpath(file.path))] = file.path.read_bytes()
+                    sources[Path(os.path.realpath(file))] = file.read_bytes()
                 except OSError:
                     continue
             self.sources[root] = sources
