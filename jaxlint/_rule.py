@@ -206,11 +206,24 @@ class RuleSet:
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+_words: tuple[str, frozenset[str]] = ("", frozenset())
+
+
+def _words_of(source: str) -> frozenset[str]:
+    """The words of `source`, for the source asked about last (a file's fixes all ask about
+    the same one: one scan per file, not one per fix)."""
+    global _words
+    if _words[0] is not source:
+        _words = (source, frozenset(re.findall(r"\w+", source)))
+    return _words[1]
+
+
 def unused_name(source: str, base: str, taken: set[str] | None = None) -> str:
     """`base`, or `base_2`, `base_3`...: the first that appears nowhere in `source` as a word
     and is not in `taken` (names already handed out in this pass, added to it)."""
     name, suffix = base, 1
-    while (taken is not None and name in taken) or re.search(rf"\b{re.escape(name)}\b", source):
+    words = _words_of(source)
+    while (taken is not None and name in taken) or name in words:
         suffix += 1
         name = f"{base}_{suffix}"
     if taken is not None:

@@ -109,7 +109,7 @@ def _fix(ctx: FileContext, found: ApplyCall, receiver: str, root: str | None, ta
             statics.append(name)
     module = ctx.module
     jit, imports = _jit_spelling(ctx)
-    name = unused_name(module.code, f"jitted_{_last(receiver)}_apply", taken)
+    name = unused_name(ctx.source, f"jitted_{_last(receiver)}_apply", taken)
     options = ""
     if statics:
         names = ", ".join(f'"{n}"' for n in dict.fromkeys(statics))

@@ -331,7 +331,7 @@ def _loop_where(module: cst.Module, call: TreeAtCall, hoist: Loop, sequences: bo
 
 
 def loop_fix(
-    module: cst.Module, call: TreeAtCall, hoist: Loop, *, runtime_helpers: bool
+    module: cst.Module, call: TreeAtCall, hoist: Loop, *, runtime_helpers: bool, source: str
 ) -> Fix | None:
     """Collect the updates in the loop; apply them in one call after the hoisted loop:
     `jaxlint.runtime.tree_at_batched` (sequential semantics, overlaps included) or, without
@@ -348,7 +348,6 @@ def loop_fix(
     assert tree is not None
     annotation = f": {module.code_for_node(call.annotation)}" if call.annotation else ""
     lhs = f"{tree}{annotation} = "
-    source = module.code
     config = module.config_for_parsing
     unit = module.default_indent
     start = next(i for i, n in enumerate(call.ancestors) if n is hoist)

@@ -531,7 +531,7 @@ def _fix(ctx: FileContext, wrap: _Wrap, taken: set[str]) -> Fix | None:
         return None
     call = wrap.node
     assert isinstance(call, cst.Call)
-    name = unused_name(module.code, _base_name(wrap), taken)
+    name = unused_name(ctx.source, _base_name(wrap), taken)
     wrapper = call
     new_call: cst.Call = parent
     if captured:

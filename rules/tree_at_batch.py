@@ -311,7 +311,7 @@ class TreeAtBatch(Rule):
                     fix = None  # the chain's head carries the fix for the whole chain
                 else:
                     fix = _loop_fix(
-                        module, call, self._calls, self.runtime_helpers
+                        module, call, self._calls, self.runtime_helpers, self.ctx.source
                     )
                 self.report(
                     call.call,
@@ -483,7 +483,7 @@ def _assigns_attribute(
 
 
 def _loop_fix(
-    module: cst.Module, call: TreeAtCall, calls: list[TreeAtCall], runtime_helpers: bool
+    module: cst.Module, call: TreeAtCall, calls: list[TreeAtCall], runtime_helpers: bool, source: str
 ) -> Fix | None:
     """The outermost enclosing loop that can be hoisted past, and the rewrite around it."""
     tree, root = call.target, call.root
@@ -517,7 +517,7 @@ def _loop_fix(
             allowed_reads.append(loop.iter)
     if hoist is None or _inside_try(call, hoist):
         return None
-    return loop_fix(module, call, hoist, runtime_helpers=runtime_helpers)
+    return loop_fix(module, call, hoist, runtime_helpers=runtime_helpers, source=source)
 
 
 def _inside_try(call: TreeAtCall, loop: Loop) -> bool:

@@ -573,3 +573,37 @@ def test_an_added_import_goes_below_a_docstring_sharing_its_line(tmp_path: Path,
     assert text.startswith(first_line + "\nfrom jaxlint.runtime import tree_at_batched\n")
     assert ast.get_docstring(ast.parse(text)) == "Doc."
     compile(text, "doc.py", "exec")  # a __future__ import stays first
+
+
+# -- row 9: the cost of many findings stays linear in the size of the file --------------------------
+
+
+def test_each_statement_is_generated_a_bounded_number_of_times(monkeypatch) -> None:
+    """Positions and fixes regenerated the whole module per finding (352 s for a 50k-line
+    file with 805 findings). Counted, not timed: however many findings a file has, each
+    top-level function's source is generated at most twice (its line count, its positions).
+    `python bench/many_findings.py` measures the time against the parse."""
+    import importlib.util
+
+    import libcst as cst
+
+    from jaxlint._engine import analyze
+    from jaxlint._registry import default_rules
+
+    spec = importlib.util.spec_from_file_location("many_findings", Path(__file__).parent.parent / "bench" / "many_findings.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    data = bench.generate(3000, 80).encode()
+
+    generated: dict[int, int] = {}
+    codegen = cst.FunctionDef._codegen_impl
+
+    def counting(self, state, *args, **kwargs):  # type: ignore[no-untyped-def]
+        generated[id(self)] = generated.get(id(self), 0) + 1
+        return codegen(self, state, *args, **kwargs)
+
+    monkeypatch.setattr(cst.FunctionDef, "_codegen_impl", counting)
+    result = analyze("many.py", data, default_rules()).result
+    assert len(result.findings) == 80
+    assert max(generated.values()) <= 2
