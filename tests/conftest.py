@@ -52,3 +52,23 @@ def run_doc_examples():  # type: ignore[no-untyped-def]
             exec("\n".join(line[indent:] for line in lines), {})
 
     return run
+
+
+# Property tests (tests/test_properties.py): a short budget by default, so the suite stays
+# fast; `--hypothesis-profile=jaxlint-long` (or JAXLINT_PROPERTIES=long) for a long search.
+try:
+    import os as _os
+
+    from hypothesis import HealthCheck, settings as _settings
+
+    _relaxed = dict(
+        deadline=None,
+        database=None,
+        derandomize=False,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
+    )
+    _settings.register_profile("jaxlint-short", max_examples=40, **_relaxed)
+    _settings.register_profile("jaxlint-long", max_examples=1500, **_relaxed)
+    _settings.load_profile("jaxlint-long" if _os.environ.get("JAXLINT_PROPERTIES") == "long" else "jaxlint-short")
+except ImportError:  # pragma: no cover - hypothesis is in the dev extra
+    pass
