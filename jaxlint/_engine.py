@@ -9,6 +9,7 @@ import os
 import re
 import sys
 import tokenize
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -391,7 +392,11 @@ def _parser_survives(text: str) -> bool:
         return True
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    with warnings.catch_warnings():
+        # Python 3.12 warns on forking a threaded process (a pool worker watches its
+        # parent); the child only parses and exits.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         try:
             cst.parse_module(text)

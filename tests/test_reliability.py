@@ -222,6 +222,30 @@ def test_brackets_nested_too_deep_are_a_syntax_error(tmp_path: Path, run_cli, ja
     assert CHAIN_FIXED_LINE in (tmp_path / "good.py").read_text()
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_file_that_would_crash_the_parser_is_one_error(monkeypatch) -> None:
+    """A file that may crash libcst (a line of many thousand operators: SIGSEGV past about
+    10,000) is parsed in a forked child first; when the child dies, the file is one error
+    and this process lives on. The crash is injected: the real one takes minutes."""
+    import signal
+
+    import libcst
+
+    from jaxlint import _engine
+    from jaxlint._registry import default_rules
+
+    def crash(*args: object, **kwargs: object) -> None:
+        import faulthandler
+
+        faulthandler.disable()  # pytest's, inherited: it would print the crash
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    source = "import jax\nx = " + "1 + " * 3000 + "1\n"  # a line over 10,000 characters
+    monkeypatch.setattr(libcst, "parse_module", crash)
+    result = _engine.analyze("long.py", source.encode(), default_rules()).result
+    assert result.error == "long.py: nested too deeply to parse (the parser crashed on it)"
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="the crash is injected into forked workers")
 def test_a_parser_crash_in_a_worker_is_reported_against_its_file(tmp_path: Path) -> None:
     """A worker killed by a signal (a stack overflow in native code) costs its own file
