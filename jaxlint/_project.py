@@ -92,7 +92,7 @@ class Project:
             lines.append(f"j {name} {api}")
         lines += [f"t {name}" for name in sorted(project._traced - project._eager)]
         # The findings of a file depend on these facts only: the cache keys on them.
-        project.digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+        project.digest = hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()[:16]
         return project
 
     def module_of(self, display: str) -> str | None:

@@ -61,7 +61,8 @@ def concise(stdout: str) -> list[str]:
 @pytest.mark.parametrize("cache", [True, False])
 @pytest.mark.parametrize("output_format", ["text", "concise", "github", "json"])
 def test_a_file_name_that_is_not_utf8_is_shown_escaped(tmp_path: Path, run_cli, cache: bool, output_format: str) -> None:
-    write(Path(os.fsdecode(bytes(tmp_path) + b"/bad\xff.py")), CHAIN)
+    # A jitted function makes the file's module name part of the project's facts.
+    write(Path(os.fsdecode(bytes(tmp_path) + b"/bad\xff.py")), "import jax\n" + CHAIN + "\n\n@jax.jit\ndef f(x):\n    return x\n")
     write(tmp_path / "good.py", CHAIN)
     args = ["check", "--output-format", output_format, "."] + ([] if cache else ["--no-cache"])
     for _ in range(2):  # the second run is served from the cache
