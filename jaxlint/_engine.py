@@ -394,8 +394,10 @@ def _parser_survives(text: str) -> bool:
     sys.stderr.flush()
     with warnings.catch_warnings():
         # Python 3.12 warns on forking a threaded process (a pool worker watches its
-        # parent); the child only parses and exits.
+        # parent), and so does jax when a program that imported it lints: the child only
+        # parses and exits, touching neither threads nor jax.
         warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
         pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         try:

@@ -506,13 +506,6 @@ def test_ctrl_c_while_the_linter_is_imported_exits_130(tmp_path: Path) -> None:
     assert result.stderr == "jaxlint: interrupted\n"
 
 
-def test_the_console_script_is_the_entry_that_answers_ctrl_c() -> None:
-    from importlib.metadata import entry_points
-
-    [script] = [e for e in entry_points(group="console_scripts") if e.name == "jaxlint"]
-    assert script.value == "jaxlint._entry:main"
-
-
 # -- row 15: no deprecated click API ---------------------------------------------------------------
 
 
