@@ -21,8 +21,8 @@ from ._context import FileContext
 from ._notebook import NotebookError, NotebookSource, read_notebook
 from ._positions import positions
 from ._project import Project
-from ._rule import RawFinding, Rule, node_class
-from ._suppress import suppressing_line, suppression_comments
+from ._rule import Applicability, Edit, Fix, RawFinding, Rule, node_class
+from ._suppress import suppressing_line, suppression_comments, without_names
 from ._walk import walk
 
 
@@ -270,9 +270,11 @@ def analyze(
         analysis.raw.append((item, finding))
         result.findings.append(finding)
     if unused_noqa is not None:
-        result.findings.extend(
-            _locate_in_notebook(f, notebook) for f in _unused_suppressions(path, text, lines, rules, used, unused_noqa)
-        )
+        for raw_finding, finding in _unused_suppressions(path, text, lines, rules, used, unused_noqa, module):
+            finding = _locate_in_notebook(finding, notebook)
+            if raw_finding is not None:
+                analysis.raw.append((raw_finding, finding))
+            result.findings.append(finding)
     result.findings.sort(key=Finding.sort_key)
     return analysis
 
@@ -284,41 +286,78 @@ def _unused_suppressions(
     rules: Sequence[type[Rule]],
     used: set[tuple[int, str]],
     rule: type[Rule],
-) -> list[Finding]:
+    module: cst.Module,
+) -> list[tuple[RawFinding | None, Finding]]:
     """JL901: comments naming jaxlint rules that silenced none of their findings (ruff's
-    RUF100); codes of rules that did not run are "non-enabled"."""
+    RUF100); codes of rules that did not run are "non-enabled". The fix takes the unused
+    names out of a comment at the end of a line (the whole comment when nothing else is
+    left): safe when every name removed is of a rule that ran, else unsafe."""
     if "noqa" not in text and "jaxlint:" not in text:
         return []
     from ._registry import all_rules
 
     known = {r.CODE.lower(): r for r in all_rules()} | {r.SLUG: r for r in all_rules()}
     ran = set(rules)
-    findings = []
+    found: list[tuple[int, int, str, set[str], bool, str]] = []
     for line, column, comment, names in suppression_comments(text):
-        unused, disabled = [], []
+        unused, disabled, drop = [], [], set()
         for name in sorted(names):
             named = known.get(name)
             if named is None or named is rule or (line, named.CODE) in used:
                 continue
             (unused if named in ran else disabled).append(named.CODE)
+            drop.add(name)
         if not unused and not disabled:
             continue
         parts = [f"unused: {', '.join(unused)}"] if unused else []
         parts += [f"non-enabled: {', '.join(disabled)}"] if disabled else []
-        findings.append(
-            Finding(
-                path=path,
-                line=line,
-                column=column + 1,
-                end_line=line,
-                end_column=column + 1 + len(comment),
-                code=rule.CODE,
-                rule=rule.SLUG,
-                message=f"Unused `noqa` directive ({'; '.join(parts)})",
-                source_line=lines[line - 1] if line <= len(lines) else "",
-            )
+        found.append((line, column, comment, drop, not disabled, "; ".join(parts)))
+    comments = _trailing_comments(module, {line for line, *_ in found}) if found else {}
+    results: list[tuple[RawFinding | None, Finding]] = []
+    for line, column, comment, drop, safe, parts in found:
+        finding = Finding(
+            path=path,
+            line=line,
+            column=column + 1,
+            end_line=line,
+            end_column=column + 1 + len(comment),
+            code=rule.CODE,
+            rule=rule.SLUG,
+            message=f"Unused `noqa` directive ({parts})",
+            source_line=lines[line - 1] if line <= len(lines) else "",
         )
-    return findings
+        trailing = comments.get(line)
+        raw_finding = None
+        if trailing is not None and trailing.comment is not None and trailing.comment.value == comment:
+            kept = without_names(comment, drop)
+            replacement = (
+                trailing.with_changes(whitespace=cst.SimpleWhitespace(""), comment=None)
+                if kept is None
+                else trailing.with_changes(comment=cst.Comment(kept))
+            )
+            fix = Fix(
+                Applicability.SAFE if safe else Applicability.UNSAFE,
+                (Edit(trailing, replacement=replacement),),
+                "Remove the unused suppression" if kept is None else "Remove the unused codes",
+            )
+            raw_finding = RawFinding(rule, trailing, finding.message, fix)
+            finding = replace(finding, fix=fix.applicability.value, fix_title=fix.title)
+        results.append((raw_finding, finding))
+    return results
+
+
+def _trailing_comments(module: cst.Module, wanted: set[int]) -> dict[int, cst.TrailingWhitespace]:
+    """The end-of-line comments of `module` on the `wanted` lines (positions are computed
+    only here: for a file that has an unused suppression)."""
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)  # keep the nodes fixes edit
+    spans = wrapper.resolve(PositionProvider)
+    return {
+        spans[node].start.line: node
+        for node in spans
+        if isinstance(node, cst.TrailingWhitespace) and node.comment is not None and spans[node].start.line in wanted
+    }
 
 
 def _locate_in_notebook(finding: Finding, notebook: NotebookSource | None) -> Finding:

@@ -143,3 +143,27 @@ def _in_string(lines: Sequence[str], number: int) -> bool:
         )
     except (tokenize.TokenError, SyntaxError, ValueError):
         return True
+
+
+def without_names(comment: str, names: set[str]) -> str | None:
+    """`comment` with the codes and slugs `names` (lower-case) taken out of its `# noqa:` and
+    `# jaxlint: ignore[...]` lists; a list left empty goes with its directive, and None when
+    nothing of the comment is left."""
+
+    def rewrite(match: re.Match[str]) -> str:
+        codes = match.group("codes") or ""
+        kept = [c.strip() for c in codes.split(",") if c.strip() and c.strip().lower() not in names]
+        if len(kept) == len([c for c in codes.split(",") if c.strip()]):
+            return match.group(0)
+        if not kept:
+            return ""
+        start, end = match.span("codes")
+        offset = match.start()
+        whole = match.group(0)
+        return whole[: start - offset] + ", ".join(kept) + whole[end - offset :]
+
+    text = _JAXLINT.sub(rewrite, _NOQA.sub(rewrite, comment))
+    text = re.sub(r"\s{2,}(?=#)", "  ", text).strip()
+    if not text.lstrip("#").strip():
+        return None
+    return text if text.startswith("#") else f"# {text}"

@@ -30,13 +30,17 @@ for batch in loader:
 
 ## Fix safety
 
-There is no fix: delete the code from the comment (`jaxlint check --add-noqa` adds the
-comments a file needs). `runtime-helpers` in `[tool.jaxlint]` changes nothing here.
+The fix takes the unused codes out of the comment at the end of the line, and the whole
+`noqa` directive when none is left (other text of the comment stays). It is **safe** when
+every code removed is of a rule that ran on the file: it silenced nothing. It is **unsafe**
+when a code is non-enabled: a run that enables that rule may need it. A suppression in a
+comment on a line of its own gets no fix. The fix is plain text: `runtime-helpers` in
+`[tool.jaxlint]` changes nothing here.
 """
 
 from __future__ import annotations
 
-from jaxlint._rule import Rule
+from jaxlint._rule import Applicability, Rule
 
 
 class UnusedNoqa(Rule):
@@ -46,4 +50,5 @@ class UnusedNoqa(Rule):
     CODE = "JL901"
     SLUG = "unused-noqa"
     MESSAGE = "Unused `noqa` directive"
+    FIX = Applicability.SAFE
     DEFAULT_ON = False

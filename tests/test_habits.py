@@ -85,6 +85,21 @@ def test_unused_noqa_is_reported_when_selected(tmp_path: Path, run_cli) -> None:
     assert finding["message"] == "Unused `noqa` directive (unused: JL003; non-enabled: JL005)"
 
 
+def test_unused_noqa_fix_removes_only_what_silences_nothing(tmp_path: Path, run_cli) -> None:
+    source = CHAIN.replace("model, enc)", "model, enc)  # noqa: JL003").replace("return model", "return model  # noqa: JL003, E501")
+    write(tmp_path / "a.py", source)
+    result = run_cli("check", "--select", "JL003,JL901", "--fix", "a.py")
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "a.py").read_text()
+    assert "model, enc)  # noqa: JL003\n" in text  # it silences the chain: kept
+    assert "return model  # noqa: E501\n" in text  # another tool's code stays
+    # A code of a rule that did not run may be needed by a run that enables it: unsafe.
+    write(tmp_path / "b.py", CLEAN.replace("jnp.zeros(3)", "jnp.zeros(3)  # noqa: JL005"))
+    assert run_cli("check", "--select", "JL901", "--fix", "b.py").exit_code == 1
+    assert run_cli("check", "--select", "JL901", "--fix", "--unsafe-fixes", "b.py").exit_code == 0
+    assert (tmp_path / "b.py").read_text() == CLEAN
+
+
 # -- -o, --color, FORCE_COLOR -----------------------------------------------------------
 
 
