@@ -225,13 +225,14 @@ def new_pool(workers: int) -> ProcessPoolExecutor:
 
 
 def stop_pool(pool: ProcessPoolExecutor) -> None:
-    """Stop `pool` now: cancel what has not started and end the workers (on Ctrl-C, the
-    file a worker is in the middle of is not worth waiting for)."""
-    pool.shutdown(wait=False, cancel_futures=True)
-    processes = getattr(pool, "_processes", None) or {}  # private, hence the care
-    for process in list(processes.values()):
+    """Stop `pool` now: end the workers and cancel what has not started (on Ctrl-C, the
+    file a worker is in the middle of is not worth waiting for, and Python would wait for
+    it on exit)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # private, hence the care
+    for process in processes:
         if isinstance(process, multiprocessing.process.BaseProcess) and process.is_alive():
             process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _crashed(display: str) -> FileResult:

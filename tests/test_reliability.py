@@ -506,6 +506,56 @@ def test_ctrl_c_while_the_linter_is_imported_exits_130(tmp_path: Path) -> None:
     assert result.stderr == "jaxlint: interrupted\n"
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_ctrl_c_stops_a_pool_at_once(tmp_path: Path) -> None:
+    """Ctrl-C reaches the whole process group: the workers ignore it, the parent ends them
+    and exits 130 without waiting for the files they were linting (Python would otherwise
+    wait for them on exit)."""
+    import importlib.util
+    import signal
+    import time
+
+    spec = importlib.util.spec_from_file_location("many_findings", Path(__file__).parent.parent / "bench" / "many_findings.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    source = bench.generate(4000, 60)
+    for index in range(40):
+        write(tmp_path / f"m{index:02}.py", source)
+    with subprocess.Popen(
+        [sys.executable, "-m", "jaxlint", "check", "--no-cache", "-j", "2", "."],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    ) as parent:
+        deadline = time.monotonic() + 60
+        while len(_children(parent.pid)) < 2 and parent.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        if parent.poll() is not None:
+            pytest.skip("the run ended before it could be interrupted")
+        workers = _children(parent.pid)
+        os.killpg(parent.pid, signal.SIGINT)
+        _, stderr = parent.communicate(timeout=30)
+    assert parent.returncode == 130
+    assert stderr.decode().endswith("jaxlint: interrupted\n")
+    assert b"Traceback" not in stderr
+    assert all(_state(pid) == "Z" for pid in workers)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
 # -- row 15: no deprecated click API ---------------------------------------------------------------
 
 
