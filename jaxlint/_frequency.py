@@ -370,11 +370,7 @@ def _false(value: cst.BaseExpression | None) -> bool:
 def config_flags(ctx: FileContext) -> dict[str, bool]:
     """The boolean defaults the file declares for configuration fields, by field name (as
     `config_defaults` for integers; `action="store_true"` declares False)."""
-    found = getattr(ctx, "_config_flags", None)
-    if found is None:
-        config_defaults(ctx)
-        found = ctx._config_flags  # type: ignore[attr-defined]
-    return found
+    return _config_fields(ctx)[1]
 
 
 def config_defaults(ctx: FileContext) -> dict[str, int]:
@@ -382,13 +378,15 @@ def config_defaults(ctx: FileContext) -> dict[str, int]:
     attributes with a literal value (`num_samples: int = 1` in a dataclass or config class),
     `parser.add_argument("--num-samples", default=1)`, `flags.DEFINE_integer("num_samples",
     1, ...)`. A name given two different defaults is left out, and so is a field the file sets
-    itself (`args.num_iterations = ...`) or declares 0 (a placeholder filled in later).
-    Computed once per file."""
-    found = getattr(ctx, "_config_defaults", None)
+    itself (`args.num_iterations = ...`) or declares 0 (a placeholder filled in later)."""
+    return _config_fields(ctx)[0]
+
+
+def _config_fields(ctx: FileContext) -> tuple[dict[str, int], dict[str, bool]]:
+    """Both tables of declared defaults, read from the module once per file."""
+    found = getattr(ctx, "_config_fields", None)
     if found is None:
-        found, flags = _collect_defaults(ctx.module)
-        ctx._config_defaults = found  # type: ignore[attr-defined]
-        ctx._config_flags = flags  # type: ignore[attr-defined]
+        found = ctx._config_fields = _collect_defaults(ctx.module)  # type: ignore[attr-defined]
     return found
 
 
@@ -437,15 +435,17 @@ def _collect_defaults(module: cst.Module) -> tuple[dict[str, int], dict[str, boo
                 add(str(positional[0].evaluated_value), default)
     # A field the file sets itself (`args.num_iterations = args.total // args.batch_size`) is
     # not at its declared default when it is read; nor is one declared 0 (a placeholder).
-    single = {
-        name: next(iter(found))
-        for name, found in values.items()
-        if len(found) == 1 and name not in assigned and not (type(next(iter(found))) is int and next(iter(found)) <= 0)
-    }
-    return (
-        {n: v for n, v in single.items() if not isinstance(v, bool)},  # type: ignore[misc]
-        {n: v for n, v in single.items() if isinstance(v, bool)},  # type: ignore[misc]
-    )
+    ints: dict[str, int] = {}
+    flags: dict[str, bool] = {}
+    for name, found in values.items():
+        if len(found) != 1 or name in assigned:
+            continue
+        (value,) = found
+        if isinstance(value, bool):
+            flags[name] = value
+        elif value > 0:
+            ints[name] = value
+    return ints, flags
 
 
 def _iter_config_nodes(module: cst.Module) -> Iterable[cst.CSTNode]:

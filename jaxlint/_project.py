@@ -33,7 +33,7 @@ from typing import Any
 
 from . import _jaxapi
 
-__all__ = ["ModuleFacts", "Project", "module_name", "summarize"]
+__all__ = ["ModuleFacts", "Project", "absolute_name", "module_name", "summarize"]
 
 # Calls that run the functions they are given under a trace.
 _TRACING = _jaxapi.JIT_WRAPPERS | _jaxapi.TRANSFORMS | frozenset(
@@ -102,23 +102,24 @@ class Project:
         """Whether the file calls (or hands on) a callable another module jits."""
         return display in self._calls_jitted
 
-    def absolute(self, name: str, module: str | None) -> str:
-        """`name` as an import spells it (`.steps.train_step`, `pkg.steps.train_step`), made
-        absolute from the importing `module`."""
-        if not name.startswith(".") or module is None:
-            return name
-        dots = len(name) - len(name.lstrip("."))
-        package = module.split(".")[: -dots] if dots <= module.count(".") + 1 else []
-        rest = name[dots:]
-        return ".".join([*package, rest]) if rest else ".".join(package)
-
     def jitted(self, name: str, module: str | None = None) -> str | None:
         """The jit API compiling the project callable `name` (as imported into `module`)."""
-        return self._jitted.get(self.absolute(name, module))
+        return self._jitted.get(absolute_name(name, module))
 
     def traced_only(self, name: str) -> bool:
         """Whether other modules call the function `name` (absolute) only from traced code."""
         return name in self._traced and name not in self._eager
+
+
+def absolute_name(name: str, module: str | None) -> str:
+    """`name` as an import spells it (`.steps.train_step`, `..utils`, `pkg.steps`), made
+    absolute from the importing `module`."""
+    if not name.startswith(".") or module is None:
+        return name
+    dots = len(name) - len(name.lstrip("."))
+    package = module.split(".")[:-dots] if dots <= module.count(".") + 1 else []
+    rest = name[dots:]
+    return ".".join([*package, rest]) if rest else ".".join(package)
 
 
 def module_name(path: Path) -> str:
@@ -159,11 +160,7 @@ def _imported_names(module: str, text: str) -> set[str]:
     """The absolute names a module's import lines bring in (`from .steps import a, b as c`)."""
     found = set()
     for match in _FROM_IMPORT.finditer(text):
-        base, names = match.group(1), match.group(2).strip("() \t\n")
-        dots = len(base) - len(base.lstrip("."))
-        if dots:
-            package = module.split(".")[:-dots] if dots <= module.count(".") + 1 else []
-            base = ".".join([*package, *([base[dots:]] if base[dots:] else [])])
+        base, names = absolute_name(match.group(1), module), match.group(2).strip("() \t\n")
         for part in names.split(","):
             name = part.split(" as ")[0].strip()
             if name and name != "*" and name.isidentifier():
@@ -200,17 +197,11 @@ class _Summary:
                             head = alias.name.split(".", 1)[0]
                             self.imports[head] = head
                 elif isinstance(node, ast.ImportFrom):
-                    base = self._absolute_module(node)
+                    base = absolute_name("." * node.level + (node.module or ""), module)
                     for alias in node.names:
                         if alias.name != "*":
                             self.imports[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
         self.assignments = [s for s in tree.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)]
-
-    def _absolute_module(self, node: ast.ImportFrom) -> str:
-        if not node.level:
-            return node.module or ""
-        package = self.module.split(".")[: -node.level] if node.level <= self.module.count(".") + 1 else []
-        return ".".join([*package, *([node.module] if node.module else [])])
 
     def resolve(self, expr: ast.expr) -> str | None:
         parts: list[str] = []
