@@ -6,7 +6,8 @@ import os
 import sys
 import threading
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from types import TracebackType
 from typing import Any, NamedTuple
 
@@ -52,6 +53,23 @@ class _ThreadState(threading.local):
     def __init__(self) -> None:
         self.counters: list[HostSyncCounter] = []
         self.depth = 0
+        self.batched = 0  # inside `to_host`: one deliberate wait for many copies
+
+
+@contextmanager
+def batched_transfer() -> Iterator[None]:
+    """Mark the conversions made inside as one batched transfer (`to_host` after a loop): the
+    wait there is the fix of a per-iteration wait, not one. Counters still see each one."""
+    _state.batched += 1
+    try:
+        yield
+    finally:
+        _state.batched -= 1
+
+
+def in_batched_transfer() -> bool:
+    """Whether the current thread is inside `batched_transfer()`."""
+    return _state.batched > 0
 
 
 _state = _ThreadState()

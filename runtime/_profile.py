@@ -30,7 +30,7 @@ from typing import Any
 
 from ._compile import _EXPLAIN_LOGGER, CompileCounter
 from ._frames import user_frame
-from ._host_sync import HostSync, HostSyncCounter
+from ._host_sync import HostSync, HostSyncCounter, in_batched_transfer
 
 
 Site = tuple[str, int]  # (absolute file name, line)
@@ -80,6 +80,7 @@ class SyncSite:
     seconds: float = 0.0
     pending_seconds: float = 0.0
     kinds: dict[str, int] = field(default_factory=dict)
+    batched: int = 0  # of `pending`, the waits inside `to_host`: the one wait a fix leaves
 
 
 @dataclass
@@ -171,6 +172,7 @@ class _Syncs(HostSyncCounter):
             if pending:
                 site.pending += 1
                 site.pending_seconds += seconds
+                site.batched += in_batched_transfer()
 
 
 class _Local(threading.local):

@@ -228,10 +228,12 @@ class RunReport:
     def _sync_findings(self) -> list[RunFinding]:
         findings = []
         for (path, line), site in self._profile.syncs.items():
-            if site.count < MIN_SYNCS or site.pending < 2:
+            # Waits inside `to_host` are the one batched wait that the fix leaves, not a loop's.
+            pending = site.pending - site.batched
+            if site.count < MIN_SYNCS or pending < 2:
                 continue
             # Most reads waited, or the waits, however few, are a real share of the run.
-            if 2 * site.pending < site.count and site.pending_seconds < WAIT_SHARE * self.wall_seconds:
+            if 2 * pending < site.count and site.pending_seconds < WAIT_SHARE * self.wall_seconds:
                 continue
             kind = max(site.kinds, key=site.kinds.__getitem__)
             findings.append(RunFinding(

@@ -73,12 +73,15 @@ def to_host(tree: Any, *, copy: bool = False) -> Any:
     import numpy as np
 
     leaves, treedef = jax.tree_util.tree_flatten(tree)
+    from ._host_sync import batched_transfer
+
     _start_copies(leaves)
     convert = np.array if copy else np.asarray
-    out = [
-        convert(leaf) if isinstance(leaf, jax.Array) or (copy and isinstance(leaf, np.ndarray)) else leaf
-        for leaf in leaves
-    ]
+    with batched_transfer():
+        out = [
+            convert(leaf) if isinstance(leaf, jax.Array) or (copy and isinstance(leaf, np.ndarray)) else leaf
+            for leaf in leaves
+        ]
     return jax.tree_util.tree_unflatten(treedef, out)
 
 

@@ -435,3 +435,20 @@ def test_host_wait_threshold(tmp_path: Path, count: int, pending: int, waited: f
     run.wall = 10.0
     run.report._finish()
     assert [(f.code, f.count) for f in run.report.findings] == ([("JL005", pending)] if reported else [])
+
+
+def test_waits_inside_to_host_are_not_a_loop_of_waits(tmp_path: Path) -> None:
+    """`to_host` after the loop is JL005's fix: the one batched wait it leaves is no finding,
+    however many of its copies found the device still computing (a loaded machine)."""
+    from jaxlint.runtime._host_sync import batched_transfer, in_batched_transfer
+    from jaxlint.runtime._profile import SyncSite
+
+    assert not in_batched_transfer()
+    with batched_transfer():
+        assert in_batched_transfer()
+    assert not in_batched_transfer()
+    run = profile()
+    run.syncs[(str(tmp_path / "a.py"), 3)] = SyncSite(8, 6, 0.5, 0.5, {"np.asarray": 8}, batched=6)
+    run.wall = 1.0
+    run.report._finish()
+    assert run.report.findings == []
