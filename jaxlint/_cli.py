@@ -487,6 +487,7 @@ def _fix_run(run: _Run, options: dict, only: set[type[Rule]] | None) -> int:  # 
         project = project_for(
             ((f.display, f.path, d) for f, d in zip(group.files, sources) if not isinstance(d, str)),
             preview=group.settings.preview,
+            library=group.settings.library,
         )
         for file, data in zip(group.files, sources):
             if isinstance(data, str):

@@ -13,6 +13,7 @@ runtime-helpers = true          # false: no fix may import jaxlint.runtime
 respect-gitignore = true        # skip files that .gitignore ignores
 preview = false                 # true: also run rules that are still in preview
 cache-dir = ".jaxlint_cache"    # relative to this pyproject.toml
+extend-jit-wrappers = ["mylib.compile"]   # add to a section of the library table
 
 [tool.jaxlint.tree-at-batch]    # options of one rule, if it has any
 ```
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import _jaxapi
 from ._registry import SelectionError, all_rules, expand, select_rules
 from ._rule import Rule
 
@@ -71,6 +73,9 @@ _LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude")
 # Whether fixes may import `jaxlint.runtime` (the code they write then needs jaxlint).
 RUNTIME_HELPERS = "runtime-helpers"
 _BOOL_KEYS = ("respect-gitignore", "preview")
+# `extend-jit-wrappers = ["mylib.compile"]`: names added to a section of the library table
+# (`jaxlint/library.toml`), ruff's `extend-*` convention.
+_LIBRARY_KEYS = {f"extend-{section}": section for section in _jaxapi.EXTENSIBLE}
 
 # Files larger than this are skipped with a warning: libcst needs about 1 GB and a minute
 # for a 2 MB file of generated code, and aborts in its allocator on 20 MB.
@@ -99,6 +104,7 @@ class Settings:
     respect_gitignore: bool = True
     preview: bool = False
     cache_dir: Path | None = None  # None: `.jaxlint_cache` in `root`
+    library: _jaxapi.Library = field(default_factory=_jaxapi.base_library)  # with `extend-*`
 
     def rules(self) -> tuple[type[Rule], ...]:
         """The selected rules; preview rules only with `preview`."""
@@ -195,7 +201,7 @@ def load_settings(config_file: Path | None, root: Path | None = None) -> Setting
         raise ConfigError(f"{where}: must be a table")
     settings = Settings(root=Path(os.path.realpath(config_file.parent)), config_file=config_file)
     slugs = {rule.SLUG: rule for rule in all_rules()}
-    known = (*_LIST_KEYS, "per-file-ignores", "max-file-size", RUNTIME_HELPERS, *_BOOL_KEYS, "cache-dir", *slugs)
+    known = (*_LIST_KEYS, "per-file-ignores", "max-file-size", RUNTIME_HELPERS, *_BOOL_KEYS, "cache-dir", *_LIBRARY_KEYS, *slugs)
     for key, value in table.items():
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
@@ -228,6 +234,15 @@ def load_settings(config_file: Path | None, root: Path | None = None) -> Setting
         settings.exclude = _string_list(table, "exclude", where)
     if "extend-exclude" in table:
         settings.exclude = [*settings.exclude, *_string_list(table, "extend-exclude", where)]
+    extensions = {}
+    for key, section in _LIBRARY_KEYS.items():
+        if key in table:
+            names = _string_list(table, key, where)
+            for name in names:
+                if not _jaxapi.DOTTED_NAME.fullmatch(name):
+                    raise ConfigError(f"{where}: '{key}': {name!r} is not a dotted name such as 'mylib.compile'")
+            extensions[section] = names
+    settings.library = _jaxapi.base_library().extended(extensions)
     if "max-file-size" in table:
         settings.max_file_size = parse_size(table["max-file-size"], f"{where}: 'max-file-size'")
     if "per-file-ignores" in table:

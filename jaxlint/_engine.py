@@ -16,6 +16,7 @@ from functools import lru_cache
 
 import libcst as cst
 
+from . import _jaxapi
 from ._callgraph import is_test_file
 from ._context import FileContext
 from ._notebook import NotebookError, NotebookSource, read_notebook
@@ -181,6 +182,19 @@ def analyze(
     """Lint `data` (the bytes of the file at `path`) with `rules`; `project` holds what the
     other files of the run define (`_project`), None for a file alone. `data` is a
     notebook's JSON when `as_notebook` (default: when `path` ends with `.ipynb`)."""
+    # The library table the run uses (the user's `extend-*` names): the project's.
+    with _jaxapi.using(project.library if project is not None else None):
+        return _analyze(path, data, rules, options, project, as_notebook)
+
+
+def _analyze(
+    path: str,
+    data: bytes,
+    rules: Sequence[type[Rule]],
+    options: dict[str, dict[str, object]] | None,
+    project: Project | None,
+    as_notebook: bool | None,
+) -> Analysis:
     result = FileResult(path)
     notebook: NotebookSource | None = None
     if as_notebook is None:
@@ -204,7 +218,8 @@ def analyze(
     # times: a test file is only checked for syntax, like a file that is not JAX code.
     # A file that mentions no JAX library may still call what another module of the project
     # jits (`from .steps import train_step`): then it is JAX code too.
-    calls_jax = project is not None and project.calls_jitted(path)
+    # So is a file that mentions a module whose names the user added to the library table.
+    calls_jax = project is not None and (project.calls_jitted(path) or project.library.mentioned_in(text))
     lint = (calls_jax or any(token in text for token in FAMILY_TOKENS)) and not is_test_file(path)
     if _may_nest_deeply(text):
         deep = _nesting_problem(path, text)

@@ -1,15 +1,39 @@
-"""Qualified names of the JAX-family APIs rules ask about, and how wrappers are spelled."""
+"""Qualified names of the JAX-family APIs rules ask about, and how wrappers are spelled.
+
+The names are data: `library.toml` beside this module, read once per process (`base_library`).
+Users extend some of its sections from `[tool.jaxlint]` (`extend-jit-wrappers = [...]`); the
+library in use while a file is summarised or linted is `active()`, set by `using(library)`.
+The extensible tables (`JIT_WRAPPERS`, `TRANSFORMS`, `TRACING`, `BLOCKING`, `HOST_COPIES`) are
+read from the active library on every access (module `__getattr__`), so code that asks
+`name in _jaxapi.JIT_WRAPPERS` sees a user's wrappers; the other tables are constants.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import contextvars
+import hashlib
+import re
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Any
 
 import libcst as cst
+
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 
 __all__ = [
     "is_array_op",
     "TRANSFORMS",
+    "TRACING",
     "FILTER_JIT",
     "JIT_WRAPPERS",
     "PARTIAL",
@@ -22,100 +46,137 @@ __all__ = [
     "is_tree_util",
     "is_host_copy",
     "IN_PLACE_JIT",
+    "DATA_LOADERS",
+    "EXTENSIBLE",
+    "Library",
+    "active",
+    "base_library",
+    "using",
 ]
 
-TREE_AT = frozenset({"equinox.tree_at"})
+LIBRARY_FILE = Path(__file__).with_name("library.toml")
 
-FILTER_JIT = frozenset({"equinox.filter_jit"})
+# The sections of `library.toml` that `[tool.jaxlint]` may extend (`extend-<section>`).
+EXTENSIBLE = ("jit-wrappers", "transforms", "tracing-calls", "blocking-calls", "host-copies")
 
-# Everything that compiles the function it wraps; `jaxlint` treats a function wrapped by any
-# of these as jitted.
-JIT_WRAPPERS = frozenset(
-    {
-        "jax.jit",
-        "jax.pjit",
-        "jax.experimental.pjit.pjit",
-        "jax.pmap",
-        "equinox.filter_jit",
-        "equinox.filter_pmap",
-        "jaxlint.runtime.filter_jit",
-        "flax.nnx.jit",
-        "flax.linen.jit",
-    }
-)
-
-# Jit wrappers whose functions update the objects they are given in place (Flax NNX modules
-# and optimizers), so their results live in their arguments rather than their return value.
-IN_PLACE_JIT = frozenset({"flax.nnx.jit"})
-
-PARTIAL = frozenset({"functools.partial"})
-
-# Modules whose functions operate on arrays and so dispatch device work when called eagerly.
-_ARRAY_MODULES = (
-    "jax.numpy.",
-    "jax.lax.",
-    "jax.nn.",
-    "jax.random.",
-    "jax.scipy.",
-    "jax.image.",
-    "jax.ops.",
-    "jax.experimental.sparse.",
-)
-# Top-level `jax.*` functions that run array computations.
-_ARRAY_FUNCTIONS = frozenset({"jax.device_put"})
-
-# Transformations: `jax.vmap(f)` only builds a function; calling that (`jax.vmap(f)(x)`)
-# runs it eagerly.
-TRANSFORMS = frozenset(
-    {
-        "jax.vmap",
-        "jax.grad",
-        "jax.value_and_grad",
-        "jax.jacfwd",
-        "jax.jacrev",
-        "jax.hessian",
-        "equinox.filter_vmap",
-        "equinox.filter_grad",
-        "equinox.filter_value_and_grad",
-    }
-)
+# A dotted Python name: `mylib.compile`, `jax.jit`.
+DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
-# Calls that wait for device work to finish (whatever their argument).
-BLOCKING = frozenset({"jax.block_until_ready", "jax.effects_barrier"})
-# Calls that copy device arrays to the host, so they wait for the arrays they are given.
-HOST_COPIES = frozenset(
-    {
-        "jax.device_get",
-        "numpy.asarray",
-        "numpy.array",
-        "numpy.asanyarray",
-        "numpy.ascontiguousarray",
-        "numpy.copy",
-    }
-)
-_HOST_MODULES = ("numpy.testing.",)
-# Methods of `jax.Array` that copy it to the host (or wait for it).
-HOST_METHODS = frozenset({"item", "tolist", "__array__", "block_until_ready"})
-# Builtins that convert an array to a host value (`float(x)`, `print(x)`, `f"{x}"`...).
-HOST_BUILTINS = frozenset({"float", "int", "bool", "complex", "print", "str", "repr", "format"})
+@dataclass(frozen=True)
+class Library:
+    """The extensible sections of the library table, as one run uses them."""
+
+    jit_wrappers: frozenset[str]
+    transforms: frozenset[str]
+    tracing_calls: frozenset[str]
+    blocking_calls: frozenset[str]
+    host_copies: frozenset[str]
+    # The names users added (section -> names), empty for the shipped table.
+    extensions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # What the table changes in the facts and findings of a file: "" for the shipped table.
+    digest: str = field(default="", compare=False)
+
+    def extended(self, extensions: Mapping[str, Iterable[str]]) -> Library:
+        """This library with the names of `extensions` (section -> names) added."""
+        added = tuple(sorted((section, tuple(sorted(set(names)))) for section, names in extensions.items() if names))
+        if not added:
+            return self
+        changes: dict[str, frozenset[str]] = {}
+        for section, names in added:
+            attribute = section.replace("-", "_")
+            changes[attribute] = getattr(self, attribute) | frozenset(names)
+        text = "\n".join(f"{section} {' '.join(names)}" for section, names in added)
+        return replace(self, **changes, extensions=added, digest=hashlib.sha256(text.encode()).hexdigest()[:16])
+
+    @cached_property
+    def tracing(self) -> frozenset[str]:
+        """Every call that runs the function it is given under a trace."""
+        return self.jit_wrappers | self.transforms | self.tracing_calls
+
+    def mentioned_in(self, text: str) -> bool:
+        """Whether `text` mentions the module of a name users added (a file that imports
+        `mylib` for `mylib.compile` is JAX code, even if it names no JAX library)."""
+        return any(names and any(name.split(".", 1)[0] in text for name in names) for _, names in self.extensions)
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, Any]:
+    with LIBRARY_FILE.open("rb") as stream:
+        return tomllib.load(stream)
+
+
+def _names(section: str) -> frozenset[str]:
+    return frozenset(_table()[section])
+
+
+def _prefixes(section: str) -> tuple[str, ...]:
+    return tuple(_table()[section])
+
+
+@lru_cache(maxsize=1)
+def base_library() -> Library:
+    """The library as jaxlint ships it."""
+    return Library(**{section.replace("-", "_"): _names(section) for section in EXTENSIBLE})
+
+
+_ACTIVE: contextvars.ContextVar[Library | None] = contextvars.ContextVar("jaxlint_library", default=None)
+
+
+def active() -> Library:
+    """The library of the file being summarised or linted (`using`), else the shipped one."""
+    return _ACTIVE.get() or base_library()
+
+
+@contextlib.contextmanager
+def using(library: Library | None) -> Iterator[None]:
+    """Summarise and lint with `library` (None: the shipped one) in this block."""
+    token = _ACTIVE.set(library)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+_ACTIVE_TABLES = {
+    "JIT_WRAPPERS": "jit_wrappers",
+    "TRANSFORMS": "transforms",
+    "TRACING": "tracing",
+    "BLOCKING": "blocking_calls",
+    "HOST_COPIES": "host_copies",
+}
+
+
+def __getattr__(name: str) -> frozenset[str]:
+    attribute = _ACTIVE_TABLES.get(name)
+    if attribute is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(active(), attribute)  # type: ignore[no-any-return]
+
+
+TREE_AT = _names("tree-at")
+FILTER_JIT = _names("filter-jit")
+IN_PLACE_JIT = _names("in-place-jit")
+PARTIAL = _names("partial")
+HOST_METHODS = _names("host-methods")
+HOST_BUILTINS = _names("host-builtins")
+# Data loader -> the keyword that drops its ragged last batch.
+DATA_LOADERS: Mapping[str, str] = dict(_table()["data-loaders"])
+_HOST_MODULES = _prefixes("host-copy-modules")
+_ARRAY_MODULES = _prefixes("array-modules")
+_ARRAY_FUNCTIONS = _names("array-functions")
+_HOST_NUMPY_REEXPORTS = _names("not-array-functions")
+_TREE_UTIL_MODULES = _prefixes("tree-util-modules")
 
 
 def is_host_copy(qualified_name: str) -> bool:
     """Whether calling `qualified_name` copies its array arguments to the host."""
-    return qualified_name in HOST_COPIES or qualified_name.startswith(_HOST_MODULES)
+    return qualified_name in active().host_copies or qualified_name.startswith(_HOST_MODULES)
 
 
 def is_tree_util(qualified_name: str) -> bool:
     """Whether `qualified_name` is a pytree utility (`jax.tree.map`, `jax.tree_util.*`)."""
-    return qualified_name.startswith(("jax.tree.", "jax.tree_util."))
-
-
-# `jax.numpy` names that are NumPy's own functions (`jnp.savez is np.savez`): host code,
-# no device work.
-_HOST_NUMPY_REEXPORTS = frozenset(
-    {"jax.numpy.save", "jax.numpy.savez", "jax.numpy.array_repr", "jax.numpy.array_str", "jax.numpy.can_cast", "jax.numpy.iterable"}
-)
+    return qualified_name.startswith(_TREE_UTIL_MODULES)
 
 
 def is_array_op(qualified_name: str) -> bool:

@@ -121,7 +121,7 @@ class JaxlintServer(LanguageServer):
                     continue
             self.sources[root] = sources
         sources[Path(os.path.realpath(path))] = data
-        return project_for(((str(p), p, d) for p, d in sources.items()), self.facts, preview=settings.preview)  # type: ignore[arg-type]
+        return project_for(((str(p), p, d) for p, d in sources.items()), self.facts, preview=settings.preview, library=settings.library)  # type: ignore[arg-type]
 
     # -- linting ---------------------------------------------------------------------
 

@@ -35,20 +35,6 @@ from . import _jaxapi
 
 __all__ = ["ModuleFacts", "Project", "absolute_name", "module_name", "summarize"]
 
-# Calls that run the functions they are given under a trace.
-_TRACING = _jaxapi.JIT_WRAPPERS | _jaxapi.TRANSFORMS | frozenset(
-    {
-        "jax.lax.scan", "jax.lax.fori_loop", "jax.lax.while_loop", "jax.lax.cond", "jax.lax.switch",
-        "jax.lax.map", "jax.checkpoint", "jax.remat", "jax.custom_vjp", "jax.custom_jvp",
-        "jax.experimental.shard_map.shard_map", "jax.shard_map", "jax.jvp", "jax.vjp",
-        "jax.linearize", "equinox.filter_checkpoint", "equinox.internal.scan",
-        "flax.nnx.vmap", "flax.nnx.scan", "flax.nnx.grad", "flax.nnx.value_and_grad",
-        "flax.nnx.remat", "flax.linen.vmap", "flax.linen.scan", "flax.linen.remat",
-        "haiku.transform", "haiku.transform_with_state", "haiku.vmap",
-    }
-)  # fmt: skip
-
-
 @dataclass(frozen=True)
 class ModuleFacts:
     """What one module tells the rest of the project (see the module docstring)."""
@@ -69,14 +55,21 @@ class Project:
     _eager: set[str] = field(default_factory=set)
     _calls_jitted: set[str] = field(default_factory=set)  # display paths
     digest: str = ""
+    library: _jaxapi.Library = field(default_factory=_jaxapi.base_library)  # with `extend-*` names
 
     @classmethod
-    def from_facts(cls, facts: Iterable[tuple[str, ModuleFacts]], *, imported_jit: bool = False) -> Project:
+    def from_facts(
+        cls,
+        facts: Iterable[tuple[str, ModuleFacts]],
+        *,
+        imported_jit: bool = False,
+        library: _jaxapi.Library | None = None,
+    ) -> Project:
         """`imported_jit`: also use what other modules jit (preview: on the ecosystem check's
         test split it found host copies that the host needs right away, in RL loops that step
         an environment, more often than it found true ones)."""
-        project = cls()
-        lines = []
+        project = cls(library=library or _jaxapi.base_library())
+        lines = [f"l {project.library.digest}"]
         facts = list(facts)
         for display, module in facts:
             project.modules[display] = module.module
@@ -179,6 +172,7 @@ class _Summary:
 
     def __init__(self, module: str, tree: ast.Module) -> None:
         self.module = module
+        self.tracing = _jaxapi.TRACING  # what the active library traces
         self.imports: dict[str, str] = {}  # local name -> absolute dotted name
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.calls: list[tuple[str | None, ast.Call]] = []
@@ -222,11 +216,11 @@ class _Summary:
             func = self.resolve(expr.func)
             if func in _jaxapi.PARTIAL and expr.args:
                 return self._wrapper(expr.args[0])
-            if func in _TRACING and not expr.args:
+            if func in self.tracing and not expr.args:
                 return func  # `@jax.jit(static_argnums=...)`-style factories
             return None
         name = self.resolve(expr)
-        return name if name in _TRACING else None
+        return name if name in self.tracing else None
 
     def facts(self) -> ModuleFacts:
         jitted: dict[str, str] = {}
@@ -248,7 +242,7 @@ class _Summary:
             target = self.resolve(func)
             if target is not None:
                 called.setdefault(owner, set()).add(target)
-                if target in _TRACING or target in _jaxapi.PARTIAL:
+                if target in self.tracing or target in _jaxapi.PARTIAL:
                     api = self._wrapper(func) if target in _jaxapi.PARTIAL else target
                     if api is not None:
                         for arg in call.args[:1]:
@@ -290,19 +284,34 @@ class _Summary:
 
 
 def project_for(
-    files: Iterable[tuple[str, Path, bytes]], store: MutableMapping[str, Any] | None = None, *, preview: bool = False
+    files: Iterable[tuple[str, Path, bytes]],
+    store: MutableMapping[str, Any] | None = None,
+    *,
+    preview: bool = False,
+    library: _jaxapi.Library | None = None,
 ) -> Project:
     """The project of a run: `files` are (display path, path, bytes) of its Python files.
     `store` (the lint cache's entries) keeps each module's facts by content hash, so a warm
     run reads no file's tree again. Which functions other modules call only from traced code
-    is always used; what they jit only with `preview` (`Project.from_facts`)."""
+    is always used; what they jit only with `preview` (`Project.from_facts`). `library`: the
+    library table with the user's `extend-*` names (default: as shipped)."""
+    library = library or _jaxapi.base_library()
+    with _jaxapi.using(library):
+        facts = _module_facts(files, store, library)
+    return Project.from_facts(facts, imported_jit=preview, library=library)
+
+
+def _module_facts(
+    files: Iterable[tuple[str, Path, bytes]], store: MutableMapping[str, Any] | None, library: _jaxapi.Library
+) -> list[tuple[str, ModuleFacts]]:
     facts = []
     for display, path, data in files:
         if path.suffix != ".py":
             continue
         module = module_name(path.resolve() if not path.is_absolute() else path)
         # surrogateescape: a file name that is not UTF-8 keeps its bytes in the module name.
-        key = "facts:" + hashlib.sha256(module.encode("utf-8", "surrogateescape") + b"\0" + data).hexdigest()
+        named = f"{module}\0{library.digest}".encode("utf-8", "surrogateescape")
+        key = "facts:" + hashlib.sha256(named + b"\0" + data).hexdigest()
         known = _stored_facts(store.get(key)) if store is not None else None
         if known is None:
             try:
@@ -318,7 +327,7 @@ def project_for(
                     "eager": sorted(known.eager_calls),
                 }
         facts.append((display, known))
-    return Project.from_facts(facts, imported_jit=preview)
+    return facts
 
 
 def _stored_facts(entry: object) -> ModuleFacts | None:

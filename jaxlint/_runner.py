@@ -79,7 +79,7 @@ def _lint_one(
 
 
 def _code_stamp() -> str:
-    """Sizes and mtimes of jaxlint's own modules, so an edited install never serves stale
+    """Sizes and mtimes of jaxlint's own modules (and its library table), so an edited install never serves stale
     findings (a release bumps the version; a development checkout changes files)."""
     import jaxlint
     import jaxlint.rules
@@ -87,7 +87,7 @@ def _code_stamp() -> str:
     parts = []
     for package in (jaxlint, jaxlint.rules):
         for directory in package.__path__:
-            for entry in sorted(Path(directory).rglob("*.py")):
+            for entry in sorted([*Path(directory).rglob("*.py"), *Path(directory).glob("library.toml")]):
                 stat = entry.stat()
                 parts.append(f"{entry.name}:{stat.st_size}:{stat.st_mtime_ns}")
     return ",".join(parts)
@@ -300,6 +300,7 @@ def lint_files(
         ((file.display, file.path, data) for file, data in zip(files, sources) if not isinstance(data, str)),
         cache.entries if cache is not None else None,  # module facts live beside findings ("facts:" keys)
         preview=settings.preview,
+        library=settings.library,
     )
     if cache is not None and len(cache.entries) != known:
         cache.dirty = True

@@ -109,6 +109,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from jaxlint import _jaxapi
 from jaxlint._frequency import loop_evidence
 from jaxlint._callgraph import call_arguments
 from jaxlint._context import Loop
@@ -791,8 +792,9 @@ _KEEPS_BATCHES = frozenset(
     {"map", "shuffle", "prefetch", "cache", "filter", "as_numpy_iterator", "with_options",
      "ignore_errors", "apply_options"}
 )  # fmt: skip
-# Data loaders that batch like `.batch()`: a smaller last batch unless `drop_last=True`.
-_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+# Data loaders that batch like `.batch()`: a smaller last batch unless the keyword they map
+# to is true (`drop_last=True`); the library table's `data-loaders`.
+_LOADERS = _jaxapi.DATA_LOADERS
 # Wrappers that iterate their first argument unchanged.
 _PASS_THROUGH = frozenset({"tensorflow_datasets.as_numpy", "tensorflow_datasets.dataset_as_numpy"})
 
@@ -833,7 +835,7 @@ class _Datasets:
             if name.startswith(("tensorflow.data.", "tensorflow_datasets.")):
                 return self._source(expr, name)
             if name in _LOADERS:
-                return _loader(expr)
+                return _loader(expr, _LOADERS[name])
             return None
         if isinstance(func, cst.Name) and self._loader_class(func, path):
             return _loader(expr)
@@ -1034,7 +1036,7 @@ def _end(node: cst.CSTNode, order: dict[int, int]) -> int:
     return order[id(last)]
 
 
-def _loader(call: cst.Call) -> _Stream | None:
+def _loader(call: cst.Call, drop_keyword: str = "drop_last") -> _Stream | None:
     """`DataLoader(dataset, batch_size=bs)`: ragged unless `drop_last=True` (or a value the
     linter cannot know); a `batch_sampler` decides batches itself, and the default batch
     size of 1 is never ragged."""
@@ -1044,7 +1046,7 @@ def _loader(call: cst.Call) -> _Stream | None:
     size = positional[1] if len(positional) > 1 else _keyword(call, "batch_size")
     if size is None or (isinstance(size, cst.Integer) and size.value == "1") or isinstance(size, cst.Name) and size.value == "None":
         return None
-    drop = _keyword(call, "drop_last")
+    drop = _keyword(call, drop_keyword)
     if drop is not None and not (isinstance(drop, cst.Name) and drop.value == "False"):
         return _Stream(loader=True)
     return _Stream(call, loader=True)

@@ -258,6 +258,8 @@ def test_per_file_ignores(tmp_path: Path, run_cli) -> None:
         ('select = ["tree-at-bach"]\n', ["unknown rule 'tree-at-bach'", "did you mean 'tree-at-batch'"]),
         ('ignore = ["JL03"]\n', ["unknown rule 'JL03'"]),
         ('per-file-ignores = { "x.py" = ["tree_at_batch"] }\n', ["tree_at_batch", "tree-at-batch"]),
+        ('extend-jit-wrapper = ["mylib.compile"]\n', ["'extend-jit-wrapper'", "did you mean 'extend-jit-wrappers'"]),
+        ('extend-array-modules = ["mylib."]\n', ["unknown key 'extend-array-modules'"]),
     ],
 )
 def test_unknown_names_are_errors_with_suggestions(tmp_path: Path, run_cli, body: str, needles: list[str]) -> None:
@@ -278,6 +280,11 @@ def test_unknown_names_are_errors_with_suggestions(tmp_path: Path, run_cli, body
         ('per-file-ignores = { "tests/*" = "JL003" }\n', "tests/*"),
         ("tree-at-batch = 3\n", "tree-at-batch"),
         ("[tool.jaxlint.tree-at-batch]\nno-such-option = 1\n", "no-such-option"),
+        ('extend-jit-wrappers = "mylib.compile"\n', "extend-jit-wrappers"),
+        ("extend-blocking-calls = [1]\n", "extend-blocking-calls"),
+        ('extend-transforms = ["mylib.vmap()"]\n', "'mylib.vmap()' is not a dotted name"),
+        ('extend-host-copies = ["mylib..get"]\n', "'mylib..get' is not a dotted name"),
+        ('extend-tracing-calls = [""]\n', "extend-tracing-calls"),
     ],
 )
 def test_wrong_types_are_errors(tmp_path: Path, run_cli, body: str, key: str) -> None:
@@ -336,3 +343,56 @@ def test_force_exclude_applies_excludes_to_named_files(tmp_path: Path, run_cli) 
     assert named.exit_code == 1  # a named file is linted even when excluded...
     forced = run_cli("check", "--no-cache", "--force-exclude", "generated/model.py")
     assert forced.exit_code == 0  # ...unless --force-exclude, as pre-commit hooks run it
+
+
+# -- the library table -----------------------------------------------------------------
+
+COMPILED_LOOP = """\
+import jax.numpy as jnp
+import mylib
+
+
+def score_all(params, batches):
+    return [mylib.compile(lambda p, b: jnp.mean(b @ p))(params, b) for b in batches]
+
+
+def score_each(params, batches):
+    results = []
+    for batch in batches:
+        results.append(mylib.compile(lambda p, b: jnp.mean(b @ p))(params, batch))
+    return results
+"""
+
+
+def test_extend_jit_wrappers_adds_a_users_wrapper(tmp_path: Path, run_cli) -> None:
+    """`mylib.compile` is a jit wrapper once `extend-jit-wrappers` names it: one built in a
+    loop is jit-in-loop; without the key it is an unknown call."""
+    write(tmp_path / "a.py", COMPILED_LOOP)
+    config(tmp_path, "")
+    assert json.loads(check(run_cli, "a.py").stdout) == []
+    config(tmp_path, 'extend-jit-wrappers = ["mylib.compile"]\n')
+    result = check(run_cli, "--select", "jit-in-loop", "a.py")
+    assert [(f["line"], f["rule"]) for f in json.loads(result.stdout)] == [(6, "jit-in-loop"), (12, "jit-in-loop")]
+
+
+def test_extended_library_is_part_of_the_cache_key(tmp_path: Path, run_cli) -> None:
+    """Adding a wrapper to the table changes what an unchanged file reports, cache or not."""
+    write(tmp_path / "a.py", COMPILED_LOOP)
+    config(tmp_path, "")
+    cached = lambda: run_cli("check", "--output-format", "json", "a.py")  # noqa: E731
+    assert json.loads(cached().stdout) == []
+    config(tmp_path, 'extend-jit-wrappers = ["mylib.compile"]\n')
+    assert {f["rule"] for f in json.loads(cached().stdout)} == {"jit-in-loop"}
+
+
+def test_library_extensions_are_loaded(tmp_path: Path) -> None:
+    from jaxlint import _jaxapi
+    from jaxlint._config import load_settings
+
+    settings = load_settings(config(tmp_path, 'extend-blocking-calls = ["mylib.sync"]\nextend-transforms = []\n'))
+    assert "mylib.sync" in settings.library.blocking_calls
+    assert "jax.block_until_ready" in settings.library.blocking_calls
+    assert settings.library.transforms == _jaxapi.base_library().transforms
+    assert "mylib.sync" not in _jaxapi.BLOCKING  # only while a run uses it
+    with _jaxapi.using(settings.library):
+        assert "mylib.sync" in _jaxapi.BLOCKING

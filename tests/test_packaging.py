@@ -96,7 +96,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.xdist_group("wheel")
 def test_wheel_contents(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"jaxlint/py.typed", "jaxlint/runtime/py.typed", "jaxlint/rules/__init__.py"} <= names
+    assert {"jaxlint/py.typed", "jaxlint/runtime/py.typed", "jaxlint/rules/__init__.py", "jaxlint/library.toml"} <= names
     assert {"jaxlint/fixtures/__init__.py", "jaxlint/runtime/__init__.py", "jaxlint/__main__.py"} <= names
     fixtures = _source_fixtures()
     assert fixtures, "no fixtures/<slug>/*.py in the source tree"

@@ -84,3 +84,13 @@ def test_what_other_modules_jit_is_preview(run_cli, in_case) -> None:
     in_case(PROJECTS / "traced_elsewhere")
     result = run_cli("check", "--no-cache", "--exit-zero", "--output-format", "json", *_files(PROJECTS / "traced_elsewhere"))
     assert json.loads(result.stdout) == []
+
+
+def test_user_jit_wrapper_comes_from_the_config(tmp_path: Path, run_cli, in_case) -> None:
+    """`user_jit_wrapper` knows `mylib.compile` only through its pyproject.toml
+    (`extend-jit-wrappers`): without it, the same files report nothing."""
+    import shutil
+
+    shutil.copytree(PROJECTS / "user_jit_wrapper" / "trainer", tmp_path / "trainer")
+    in_case(tmp_path)
+    assert _lint(run_cli, *_files(tmp_path)) == set()
