@@ -253,7 +253,7 @@ class DeviceIndex:
         if name is not None:
             if not call.args or call.args[0].star or call.args[0].keyword is not None:
                 return None
-            kind = HOST_COPY_FUNCTIONS.get(name)
+            kind = HOST_COPY_FUNCTIONS.get(name) or (name if name in _jaxapi.HOST_COPIES else None)  # extend-host-copies
             if kind is not None:
                 return HostCopy(call, kind, call.args[0].value)
             if _numpy_reads_data(name):

@@ -396,3 +396,17 @@ def test_library_extensions_are_loaded(tmp_path: Path) -> None:
     assert "mylib.sync" not in _jaxapi.BLOCKING  # only while a run uses it
     with _jaxapi.using(settings.library):
         assert "mylib.sync" in _jaxapi.BLOCKING
+
+
+def test_extend_host_copies_adds_a_host_copy(tmp_path: Path, run_cli) -> None:
+    """`mylib.fetch(x)` of a jitted step's result, per iteration, is a host copy once
+    `extend-host-copies` names it."""
+    write(
+        tmp_path / "a.py",
+        "import jax\nimport jax.numpy as jnp\nimport mylib\n\n\n@jax.jit\ndef step(x):\n    return jnp.sin(x)\n\n\n"
+        "def run(x, n):\n    out = []\n    for _ in range(n):\n        x = step(x)\n        out.append(mylib.fetch(x))\n    return out\n",
+    )
+    config(tmp_path, "")
+    assert json.loads(check(run_cli, "a.py").stdout) == []
+    config(tmp_path, 'extend-host-copies = ["mylib.fetch"]\n')
+    assert [(f["line"], f["rule"]) for f in json.loads(check(run_cli, "a.py").stdout)] == [(15, "host-copy-in-loop")]
