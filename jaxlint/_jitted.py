@@ -57,7 +57,7 @@ class JitIndex:
         self_wrapped: set[tuple[int, str]] = set()
         attributes: dict[tuple[int, str], str] = {}
         other_attributes: set[tuple[int, str]] = set()
-        factory_calls: list[tuple[int, cst.Assign]] = []
+        factory_calls: list[tuple[int, cst.Assign, Sequence[cst.CSTNode]]] = []
         rebound: dict[tuple[str, str], str] = {}
         returns: dict[int, list[cst.BaseExpression | None]] = {}
         functions: dict[int, tuple[cst.FunctionDef, cst.CSTNode]] = {}  # id → (def, its owner)
@@ -105,8 +105,8 @@ class JitIndex:
                                 self_wrapped.add(key)
                         else:
                             others.add(key)
-                if api is None and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name):
-                    factory_calls.append((id(owner), node))
+                if api is None and isinstance(node.value, cst.Call) and isinstance(node.value.func, (cst.Name, cst.Attribute)):
+                    factory_calls.append((id(owner), node, path))
             elif isinstance(node, cst.Call):
                 api = index._wrapper_of(node.func, path)
                 if api is not None and node.args and isinstance(node.args[0].value, cst.Name):
@@ -118,10 +118,17 @@ class JitIndex:
             for key, values in returns.items()
             if key in functions and (made := index._made(values, key, jitted)) is not None
         }
-        for scope, assign in factory_calls:
-            name = assign.value.func.value  # type: ignore[attr-defined]
-            # A factory defined in the calling scope, or at module level.
-            made = factories.get((scope, name)) or factories.get((id(ctx.module), name))
+        for scope, assign, path in factory_calls:
+            func = assign.value.func  # type: ignore[attr-defined]
+            # A factory defined in the calling scope, or at module level, or one that another
+            # module of the project defines (`from .steps import make_step`).
+            made = None
+            if isinstance(func, cst.Name):
+                made = factories.get((scope, func.value)) or factories.get((id(ctx.module), func.value))
+            if made is None and ctx.project is not None:
+                imported = ctx.resolve(func, path, anchor=assign.value)
+                api = ctx.project.factory(imported, ctx.module_name) if imported is not None else None
+                made = (api,) if api is not None else None
             if made is None:
                 continue
             for target in assign.targets:

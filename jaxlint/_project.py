@@ -12,11 +12,17 @@ records, per module:
   jits, transforms, scans or hands to a transform, and the local functions those call), and
   the project functions it hands to a transform itself (`jax.jit(steps.loss)`);
 - `eager_calls`: the project functions it calls anywhere else (module level, functions not
-  known to be traced: precision first, a function of unknown mode counts as eager).
+  known to be traced: precision first, a function of unknown mode counts as eager);
+- what other modules reach through it: the names its top-level imports bind (`__init__.py`
+  re-exports), its `from x import *` and `__all__`, its factories (functions returning a
+  jitted callable) and its top-level `step = make_step(...)` calls.
 
 `Project` joins them: `jitted(name)` for a call of an imported name, and `traced_only(name)`
 for a function that other modules call only from traced code and nowhere else, so that its
-body runs once per compile, not once per step. Names are absolute dotted names (`pkg.steps.
+body runs once per compile, not once per step; `factory(name)` for a call of a function that
+returns a jitted callable. Re-exports are followed to where a name is defined (`canonical`).
+Each file's cached findings key on `digest_for(file)`: only the facts its findings can read.
+Names are absolute dotted names (`pkg.steps.
 train_step`); a module's name comes from its path and the `__init__.py` files above it, as
 Python would import it (a script beside others is imported by its stem).
 """
@@ -43,6 +49,24 @@ class ModuleFacts:
     jitted: tuple[tuple[str, str], ...] = ()  # (top-level name, jit API)
     traced_calls: frozenset[str] = frozenset()
     eager_calls: frozenset[str] = frozenset()
+    # Absolute names its import statements name (anywhere in it): the modules it depends on.
+    imports: frozenset[str] = frozenset()
+    # Top-level names bound by imports (re-exports: `from .steps import train_step` in
+    # `pkg/__init__.py`), as (name, absolute name imported).
+    aliases: tuple[tuple[str, str], ...] = ()
+    stars: tuple[str, ...] = ()  # modules of its top-level `from x import *`
+    exports: tuple[str, ...] | None = None  # its `__all__`, when a literal list of strings
+    # Top-level functions every `return` of which gives a jitted callable (`return
+    # jax.jit(step)`), as (name, jit API).
+    factories: tuple[tuple[str, str], ...] = ()
+    # Top-level `name = f(...)` of a project function `f` (a factory elsewhere), as (name, f).
+    assigned: tuple[tuple[str, str], ...] = ()
+
+    def exported(self) -> str:
+        """What other modules' findings may read from this module through its imports: a
+        text that changes when any of it changes (its traced and eager calls are not in it;
+        `Project` keys files on their own effect)."""
+        return repr((self.module, self.jitted, self.aliases, self.stars, self.exports, self.factories, self.assigned))
 
 
 @dataclass
@@ -51,9 +75,15 @@ class Project:
 
     modules: dict[str, str] = field(default_factory=dict)  # display path -> module name
     _jitted: dict[str, str] = field(default_factory=dict)  # absolute name -> jit API
+    _factories: dict[str, str] = field(default_factory=dict)  # absolute name -> jit API it makes
     _traced: set[str] = field(default_factory=set)
     _eager: set[str] = field(default_factory=set)
     _calls_jitted: set[str] = field(default_factory=set)  # display paths
+    _aliases: dict[str, str] = field(default_factory=dict)  # module.name -> absolute name imported
+    _stars: dict[str, tuple[str, ...]] = field(default_factory=dict)  # module -> its star imports
+    _exports: dict[str, frozenset[str]] = field(default_factory=dict)  # module -> its __all__
+    _digests: dict[str, str] = field(default_factory=dict)  # display path -> digest_for
+    _packages: set[str] = field(default_factory=set)  # modules that are a package's __init__.py
     digest: str = ""
     library: _jaxapi.Library = field(default_factory=_jaxapi.base_library)  # with `extend-*` names
 
@@ -65,28 +95,119 @@ class Project:
         imported_jit: bool = False,
         library: _jaxapi.Library | None = None,
     ) -> Project:
-        """`imported_jit`: also use what other modules jit (preview: on the ecosystem check's
-        test split it found host copies that the host needs right away, in RL loops that step
-        an environment, more often than it found true ones)."""
+        """`imported_jit`: also use what other modules jit, directly, through re-exports
+        (`__init__.py`, `from x import *`) or as made by their factories (preview: on the
+        ecosystem check's test split it found host copies that the host needs right away, in
+        RL loops that step an environment, more often than it found true ones)."""
         project = cls(library=library or _jaxapi.base_library())
-        lines = [f"l {project.library.digest}"]
         facts = list(facts)
         for display, module in facts:
             project.modules[display] = module.module
-            if imported_jit:
+            if display.endswith("__init__.py"):
+                project._packages.add(module.module)
+        if imported_jit:
+            for _, module in facts:
+                for name, target in module.aliases:
+                    if f"{module.module}.{name}" != target:
+                        project._aliases[f"{module.module}.{name}"] = target
+                if module.stars:
+                    project._stars[module.module] = module.stars
+                if module.exports is not None:
+                    project._exports[module.module] = frozenset(module.exports)
                 for name, api in module.jitted:
                     project._jitted[f"{module.module}.{name}"] = api
-            project._traced |= module.traced_calls
-            project._eager |= module.eager_calls
+                for name, api in module.factories:
+                    project._factories[f"{module.module}.{name}"] = api
+            for _, module in facts:  # `step = make_step(cfg)` of a factory elsewhere
+                for name, target in module.assigned:
+                    api = project._factories.get(project.canonical(target))
+                    if api is not None:
+                        project._jitted.setdefault(f"{module.module}.{name}", api)
+        canonical = project.canonical if imported_jit else (lambda name: name)
+        for _, module in facts:
+            project._traced.update(map(canonical, module.traced_calls))
+            project._eager.update(map(canonical, module.eager_calls))
         for display, module in facts:
-            if (module.traced_calls | module.eager_calls) & project._jitted.keys():
+            if imported_jit and any(
+                project._jitted.get(c) or project._factories.get(c) for c in map(canonical, module.traced_calls | module.eager_calls)
+            ):
                 project._calls_jitted.add(display)
-        for name, api in sorted(project._jitted.items()):
-            lines.append(f"j {name} {api}")
-        lines += [f"t {name}" for name in sorted(project._traced - project._eager)]
-        # The findings of a file depend on these facts only: the cache keys on them.
-        project.digest = hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        project._key_files(facts, imported_jit)
         return project
+
+    def _key_files(self, facts: list[tuple[str, ModuleFacts]], imported_jit: bool) -> None:
+        """Each file's `digest_for`: what its findings depend on among the other modules'
+        facts. That is the library table; which of its own functions other modules call only
+        from traced code; and with `imported_jit`, the facts that other modules export
+        (`ModuleFacts.exported`) of every module it imports, and of theirs in turn (a
+        re-export leads on). Editing a module re-lints it and, when what it exports changes,
+        the modules importing it; nothing else."""
+        traced_only: dict[str, list[str]] = {}
+        for name in sorted(self._traced - self._eager):
+            traced_only.setdefault(name.rpartition(".")[0], []).append(name)
+        by_module = {module.module: module for _, module in facts}
+        exported = {name: hashlib.sha256(m.exported().encode("utf-8", "surrogateescape")).hexdigest() for name, m in by_module.items()} if imported_jit else {}
+        depends: dict[str, set[str]] = {}
+        if imported_jit:
+            for name, module in by_module.items():
+                found = depends[name] = set()
+                for imported in module.imports:
+                    parts = imported.split(".")
+                    found.update(p for p in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if p in by_module and p != name)
+        for display, module in facts:
+            lines = [self.library.digest, module.module, str(imported_jit), str(display in self._calls_jitted)]
+            lines += traced_only.get(module.module, ())
+            if imported_jit:
+                seen = {module.module}
+                stack = [module.module]
+                while stack:
+                    for dependency in depends.get(stack.pop(), ()):
+                        if dependency not in seen:
+                            seen.add(dependency)
+                            stack.append(dependency)
+                lines += sorted(exported[name] for name in seen)
+            self._digests[display] = hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        self.digest = hashlib.sha256("\n".join(sorted(self._digests.values())).encode()).hexdigest()[:16]
+
+    def digest_for(self, display: str) -> str:
+        """What the file's findings depend on in the rest of the project (`_key_files`): the
+        cache keys each file's findings on it, beside its bytes."""
+        return self._digests.get(display, self.digest)
+
+    def canonical(self, name: str) -> str:
+        """`name` with re-exports followed to where it is defined: `pkg.train_step`, when
+        `pkg/__init__.py` has `from .steps import train_step`, is `pkg.steps.train_step`;
+        `pkg.steps.train_step` too when `pkg/steps.py` has `from ._impl import *` and
+        `_impl` defines it (and lists it in `__all__`, if it has one)."""
+        for _ in range(32):  # re-exports of re-exports; a cycle ends here
+            if name in self._jitted or name in self._factories:
+                return name
+            parts = name.split(".")
+            for end in range(len(parts), 0, -1):
+                target = self._aliases.get(".".join(parts[:end]))
+                if target is not None:
+                    name = ".".join([target, *parts[end:]])
+                    break
+            else:
+                starred = self._starred(name)
+                if starred is None:
+                    return name
+                name = starred
+        return name
+
+    def _starred(self, name: str) -> str | None:
+        """`module.attr` as the module's `from x import *` brings it in, if one does."""
+        module, _, attribute = name.rpartition(".")
+        if not module or attribute.startswith("_"):
+            return None
+        for base in self._stars.get(module, ()):
+            exports = self._exports.get(base)
+            if exports is not None and attribute not in exports:
+                continue
+            candidate = f"{base}.{attribute}"
+            if candidate in self._jitted or candidate in self._factories or candidate in self._aliases or base in self._stars:
+                return candidate
+        return None
 
     def module_of(self, display: str) -> str | None:
         return self.modules.get(display)
@@ -97,7 +218,23 @@ class Project:
 
     def jitted(self, name: str, module: str | None = None) -> str | None:
         """The jit API compiling the project callable `name` (as imported into `module`)."""
-        return self._jitted.get(absolute_name(name, module))
+        if not self._jitted:
+            return None
+        return self._jitted.get(self.canonical(self._absolute(name, module)))
+
+    def factory(self, name: str, module: str | None = None) -> str | None:
+        """The jit API of the callables that the project function `name` (as imported into
+        `module`) returns: `def make_step(...): return jax.jit(step)`."""
+        if not self._factories:
+            return None
+        return self._factories.get(self.canonical(self._absolute(name, module)))
+
+    def _absolute(self, name: str, module: str | None) -> str:
+        """`name` as `module` imports it, made absolute (from the package itself in a
+        package's `__init__.py`)."""
+        if module is not None and module in self._packages:
+            module = f"{module}.__init__"
+        return absolute_name(name, module)
 
     def traced_only(self, name: str) -> bool:
         """Whether other modules call the function `name` (absolute) only from traced code."""
@@ -134,19 +271,26 @@ _FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;]+)", re.MULTILINE)
 
 
-def summarize(module: str, text: str) -> ModuleFacts:
+def summarize(module: str, text: str, *, package: bool = False) -> ModuleFacts:
     """The facts of the module `module` whose source is `text` (empty facts when it does not
     parse: the lint reports that).
 
     A module that mentions no tracing API is read from its import lines alone (no parse): it
-    traces nothing, and every name it imports counts as called eagerly."""
+    traces nothing, and every name it imports counts as called eagerly. `package`: the module
+    is a package's `__init__.py` (its relative imports start from the package itself)."""
+    anchor = f"{module}.__init__" if package else module  # what relative imports count from
     if not _TRACE_WORDS.search(text):
-        return ModuleFacts(module, eager_calls=frozenset(_imported_names(module, text)))
+        names = frozenset(_imported_names(anchor, text))
+        aliases, stars = _top_level_imports(anchor, text)
+        assigned = _assigned_calls(module, text, dict(aliases))
+        return ModuleFacts(
+            module, eager_calls=names, imports=names, aliases=aliases, stars=stars, exports=_all_of(text), assigned=assigned
+        )
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ModuleFacts(module)
-    return _Summary(module, tree).facts()
+    return _Summary(module, tree, anchor).facts()
 
 
 def _imported_names(module: str, text: str) -> set[str]:
@@ -166,17 +310,86 @@ def _imported_names(module: str, text: str) -> set[str]:
     return found
 
 
+_TOP_FROM_IMPORT = re.compile(r"^from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)", re.MULTILINE)
+_ALL = re.compile(r"^__all__[ \t]*(?::[^=\n]*)?=[ \t]*[\[(]([^\])]*)[\])]", re.MULTILINE)
+_STRING = re.compile(r"""^\s*(?:'([^'\\]*)'|"([^"\\]*)")\s*$""")
+
+
+def _top_level_imports(module: str, text: str) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """The names a module's unindented `from x import a as b` lines bind (re-exports), and
+    the modules of its unindented `from x import *` lines."""
+    aliases, stars = [], []
+    for match in _TOP_FROM_IMPORT.finditer(text):
+        base, names = absolute_name(match.group(1), module), match.group(2).strip("() \t\n")
+        for part in names.split(","):
+            name, _, local = (word.strip() for word in part.partition(" as "))
+            if name == "*" and base:
+                stars.append(base)
+            elif name.isidentifier() and base:
+                aliases.append((local or name, f"{base}.{name}"))
+    return tuple(sorted(set(aliases))), tuple(dict.fromkeys(stars))
+
+
+_TOP_DEF = re.compile(r"^(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+_ASSIGNED_CALL = re.compile(r"^([A-Za-z_]\w*)[ \t]*=[ \t]*([A-Za-z_][\w.]*)[ \t]*\(", re.MULTILINE)
+
+
+def _assigned_calls(module: str, text: str, aliases: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """Top-level `name = f(...)` lines of a module read without a parse, with `f` resolved
+    through its imports (or a function of the module): candidates for a factory's result."""
+    found = set()
+    functions: set[str] | None = None
+    for match in _ASSIGNED_CALL.finditer(text):
+        head, _, rest = match.group(2).partition(".")
+        if head not in aliases and functions is None:
+            functions = set(_TOP_DEF.findall(text))
+        base = aliases.get(head) or (f"{module}.{head}" if functions is not None and head in functions else None)
+        if base is not None:
+            found.add((match.group(1), f"{base}.{rest}" if rest else base))
+    return tuple(sorted(found))
+
+
+def _all_of(text: str) -> tuple[str, ...] | None:
+    """A module's `__all__`, when it is one literal list or tuple of strings."""
+    match = _ALL.search(text)
+    if match is None:
+        return None
+    names = []
+    for part in match.group(1).split(","):
+        if not part.strip():
+            continue
+        string = _STRING.match(part)
+        if string is None:
+            return None
+        names.append(string.group(1) if string.group(1) is not None else string.group(2))
+    return tuple(names)
+
+
 class _Summary:
     """One walk of a module's tree: its imports, its top-level functions, and every call with
     the top-level function it is in (None: module level or a class body)."""
 
-    def __init__(self, module: str, tree: ast.Module) -> None:
+    def __init__(self, module: str, tree: ast.Module, anchor: str) -> None:
         self.module = module
         self.tracing = _jaxapi.TRACING  # what the active library traces
         self.imports: dict[str, str] = {}  # local name -> absolute dotted name
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.calls: list[tuple[str | None, ast.Call]] = []
+        self.imported: set[str] = set()  # every absolute name an import names
+        self.aliases: set[tuple[str, str]] = set()  # top-level (name, absolute name) of imports
+        self.stars: list[str] = []
+        self.tree = tree
         for statement in tree.body:
+            if isinstance(statement, ast.ImportFrom):
+                base = absolute_name("." * statement.level + (statement.module or ""), anchor)
+                for alias in statement.names:
+                    if alias.name == "*":
+                        if base:
+                            self.stars.append(base)
+                    elif base:
+                        self.aliases.add((alias.asname or alias.name, f"{base}.{alias.name}"))
+            elif isinstance(statement, ast.Import):
+                self.aliases.update((a.asname, a.name) for a in statement.names if a.asname)
             owner = statement.name if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
             if owner is not None:
                 self.functions[owner] = statement  # type: ignore[assignment]
@@ -185,16 +398,20 @@ class _Summary:
                     self.calls.append((owner, node))
                 elif isinstance(node, ast.Import):
                     for alias in node.names:
+                        self.imported.add(alias.name)
                         if alias.asname:
                             self.imports[alias.asname] = alias.name
                         else:
                             head = alias.name.split(".", 1)[0]
                             self.imports[head] = head
                 elif isinstance(node, ast.ImportFrom):
-                    base = absolute_name("." * node.level + (node.module or ""), module)
+                    base = absolute_name("." * node.level + (node.module or ""), anchor)
+                    if base:
+                        self.imported.add(base)
                     for alias in node.names:
                         if alias.name != "*":
                             self.imports[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
+                            self.imported.add(self.imports[alias.asname or alias.name])
         self.assignments = [s for s in tree.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)]
 
     def resolve(self, expr: ast.expr) -> str | None:
@@ -263,12 +480,17 @@ class _Summary:
                     passed = self.resolve(arg)
                     if passed is not None:
                         called.setdefault(owner, set()).add(passed)  # handed on: runs there, as it runs
+        assigned: set[tuple[str, str]] = set()
         for statement in self.assignments:
-            api = self._wrapper(statement.value.func)  # type: ignore[attr-defined]
+            func = statement.value.func  # type: ignore[attr-defined]
+            api = self._wrapper(func)
+            names = [target.id for target in statement.targets if isinstance(target, ast.Name)]
             if api in _jaxapi.JIT_WRAPPERS:
-                for target in statement.targets:
-                    if isinstance(target, ast.Name):
-                        jitted[target.id] = api
+                for name in names:
+                    jitted[name] = api
+            elif api is None:  # `step = make_step(cfg)`: jitted when `make_step` is a factory
+                made = f"{self.module}.{func.id}" if isinstance(func, ast.Name) and func.id in self.functions else self.resolve(func)
+                assigned.update((name, made) for name in names if made is not None)
         traced = set(roots)
         stack = list(roots)
         while stack:
@@ -280,7 +502,74 @@ class _Summary:
         eager_calls: set[str] = set()
         for owner, names in called.items():
             (traced_calls if owner is not None and owner in traced else eager_calls).update(names)
-        return ModuleFacts(self.module, tuple(sorted(jitted.items())), frozenset(traced_calls), frozenset(eager_calls))
+        return ModuleFacts(
+            self.module,
+            tuple(sorted(jitted.items())),
+            frozenset(traced_calls),
+            frozenset(eager_calls),
+            imports=frozenset(self.imported),
+            aliases=tuple(sorted(self.aliases)),
+            stars=tuple(dict.fromkeys(self.stars)),
+            exports=self._exports(),
+            factories=tuple(sorted(self._factories(jitted).items())),
+            assigned=tuple(sorted(assigned)),
+        )
+
+    def _exports(self) -> tuple[str, ...] | None:
+        """`__all__`, when the module assigns it one literal list or tuple of strings."""
+        for statement in self.tree.body:
+            if (
+                isinstance(statement, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "__all__" for t in statement.targets)
+                and isinstance(statement.value, (ast.List, ast.Tuple))
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in statement.value.elts)
+            ):
+                return tuple(e.value for e in statement.value.elts)  # type: ignore[attr-defined]
+        return None
+
+    def _factories(self, jitted: dict[str, str]) -> dict[str, str]:
+        """Top-level functions each `return` of which gives a jitted callable: a jit wrapper's
+        call (`return jax.jit(step)`), a name the function binds to one or to a jit-decorated
+        nested def, or a jitted top-level function; all of one jit API."""
+        found = {}
+        for name, function in self.functions.items():
+            local: dict[str, str] = {}
+            returned: list[str | None] = []
+            for node in _own_nodes(function):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    apis = [self._wrapper(d) for d in node.decorator_list]
+                    api = next((a for a in apis if a in _jaxapi.JIT_WRAPPERS), None)
+                    if api is not None:
+                        local[node.name] = api
+                elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                    api = self._wrapper(node.value.func)
+                    for target in node.targets:
+                        if isinstance(target, ast.Name) and api in _jaxapi.JIT_WRAPPERS:
+                            local[target.id] = api
+                elif isinstance(node, ast.Return):
+                    returned.append(self._made(node.value, local, jitted))
+            if returned and returned[0] is not None and len(set(returned)) == 1:
+                found[name] = returned[0]
+        return found
+
+    def _made(self, value: ast.expr | None, local: dict[str, str], jitted: dict[str, str]) -> str | None:
+        if isinstance(value, ast.Call) and value.args:
+            api = self._wrapper(value.func)
+            return api if api in _jaxapi.JIT_WRAPPERS else None
+        if isinstance(value, ast.Name):
+            return local.get(value.id) or jitted.get(value.id)
+        return None
+
+
+def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterable[ast.AST]:
+    """The nodes of `function`'s body in order, not inside its nested functions, classes and
+    lambdas (whose returns are theirs), but with those nested definitions themselves."""
+    stack: list[ast.AST] = list(reversed(function.body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
 def project_for(
@@ -310,7 +599,7 @@ def _module_facts(
             continue
         module = module_name(path.resolve() if not path.is_absolute() else path)
         # surrogateescape: a file name that is not UTF-8 keeps its bytes in the module name.
-        named = f"{module}\0{library.digest}".encode("utf-8", "surrogateescape")
+        named = f"{module}\0{path.stem == '__init__'}\0{library.digest}".encode("utf-8", "surrogateescape")
         key = "facts:" + hashlib.sha256(named + b"\0" + data).hexdigest()
         known = _stored_facts(store.get(key)) if store is not None else None
         if known is None:
@@ -318,27 +607,57 @@ def _module_facts(
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
                 continue
-            known = summarize(module, text)
+            known = summarize(module, text, package=path.stem == "__init__")
             if store is not None:
-                store[key] = {
-                    "module": known.module,
-                    "jitted": [list(pair) for pair in known.jitted],
-                    "traced": sorted(known.traced_calls),
-                    "eager": sorted(known.eager_calls),
-                }
+                store[key] = _stored(known)
         facts.append((display, known))
     return facts
 
 
+def _stored(facts: ModuleFacts) -> dict[str, Any]:
+    """`facts` as the lint cache stores them (JSON)."""
+    return {
+        "module": facts.module,
+        "jitted": [list(pair) for pair in facts.jitted],
+        "traced": sorted(facts.traced_calls),
+        "eager": sorted(facts.eager_calls),
+        "imports": sorted(facts.imports),
+        "aliases": [list(pair) for pair in facts.aliases],
+        "stars": list(facts.stars),
+        "exports": list(facts.exports) if facts.exports is not None else None,
+        "factories": [list(pair) for pair in facts.factories],
+        "assigned": [list(pair) for pair in facts.assigned],
+    }
+
+
+_PAIRS = ("jitted", "aliases", "factories", "assigned")
+_NAMES = ("traced", "eager", "imports", "stars")
+
+
 def _stored_facts(entry: object) -> ModuleFacts | None:
-    """The facts a cache entry holds, or None unless it has exactly the shape stored."""
-    if not isinstance(entry, dict) or set(entry) != {"module", "jitted", "traced", "eager"}:
+    """The facts a cache entry holds, or None unless it has exactly the shape `_stored` writes."""
+    if not isinstance(entry, dict) or set(entry) != {"module", "exports", *_PAIRS, *_NAMES}:
         return None
-    module, jitted, traced, eager = entry["module"], entry["jitted"], entry["traced"], entry["eager"]
-    if not isinstance(module, str) or not all(isinstance(x, list) for x in (jitted, traced, eager)):
+    if not isinstance(entry["module"], str) or not all(isinstance(entry[k], list) for k in (*_PAIRS, *_NAMES)):
         return None
-    if not all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in jitted):
+    pairs = [p for k in _PAIRS for p in entry[k]]
+    if not all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in pairs):
         return None
-    if not all(isinstance(x, str) for x in (*traced, *eager)):
+    exports = entry["exports"]
+    if not all(isinstance(x, str) for k in _NAMES for x in entry[k]) or not (
+        exports is None or (isinstance(exports, list) and all(isinstance(x, str) for x in exports))
+    ):
         return None
-    return ModuleFacts(module, tuple((a, b) for a, b in jitted), frozenset(traced), frozenset(eager))
+    pair = lambda k: tuple((a, b) for a, b in entry[k])  # noqa: E731
+    return ModuleFacts(
+        entry["module"],
+        pair("jitted"),
+        frozenset(entry["traced"]),
+        frozenset(entry["eager"]),
+        imports=frozenset(entry["imports"]),
+        aliases=pair("aliases"),
+        stars=tuple(entry["stars"]),
+        exports=tuple(exports) if exports is not None else None,
+        factories=pair("factories"),
+        assigned=pair("assigned"),
+    )

@@ -313,7 +313,7 @@ def lint_files(
             continue
         slugs = tuple(r.SLUG for r in _rules_for(file, settings, rules))
         # A file's findings depend on its bytes and on the facts of the other modules.
-        key = LintCache.key(f"{file.display}\0{','.join(slugs)}\0{_PROJECT.digest}", data) if cache else None
+        key = LintCache.key(f"{file.display}\0{','.join(slugs)}\0{_PROJECT.digest_for(file.display)}", data) if cache else None
         cached = cache.get(key) if cache and key else None
         if cached is not None:
             results[index] = cached

@@ -94,3 +94,68 @@ def test_user_jit_wrapper_comes_from_the_config(tmp_path: Path, run_cli, in_case
     shutil.copytree(PROJECTS / "user_jit_wrapper" / "trainer", tmp_path / "trainer")
     in_case(tmp_path)
     assert _lint(run_cli, *_files(tmp_path)) == set()
+
+
+def _linted(monkeypatch) -> list[str]:  # type: ignore[no-untyped-def]
+    """The display paths of the files each run lints (not served from the cache)."""
+    from jaxlint import _runner
+
+    linted: list[str] = []
+    lint_one = _runner._lint_one
+
+    def counting(display, *args):  # type: ignore[no-untyped-def]
+        linted.append(display)
+        return lint_one(display, *args)
+
+    monkeypatch.setattr(_runner, "_lint_one", counting)
+    return linted
+
+
+def test_editing_one_file_relints_it_and_its_importers(tmp_path: Path, run_cli, monkeypatch) -> None:
+    """With the cache, editing a module re-lints that module; when what it exports to the
+    others changes (the step is no longer jitted), also the modules that import it, and
+    nothing else."""
+    import shutil
+
+    shutil.copytree(PROJECTS / "jitted_elsewhere" / "trainer", tmp_path / "trainer")
+    (tmp_path / "trainer" / "data.py").write_text("import jax\nimport jax.numpy as jnp\n\n\ndef batches(x):\n    return jnp.split(x, 4)\n")
+    linted = _linted(monkeypatch)
+
+    def check() -> list[str]:
+        linted.clear()
+        result = run_cli("check", "--exit-zero", "--preview", "--jobs", "1", "trainer")
+        assert result.exit_code == 0, result.output
+        return sorted(linted)
+
+    everything = check()
+    assert everything == ["trainer/__init__.py", "trainer/bench.py", "trainer/data.py", "trainer/loop.py", "trainer/steps.py"]
+    assert check() == []
+    steps = tmp_path / "trainer" / "steps.py"
+    steps.write_text(steps.read_text().replace("0.01 * loss", "0.02 * loss"))  # same facts
+    assert check() == ["trainer/steps.py"]
+    steps.write_text(steps.read_text().replace("@jax.jit\n", ""))  # the step is not jitted any more
+    assert check() == ["trainer/bench.py", "trainer/loop.py", "trainer/steps.py"]
+    data = tmp_path / "trainer" / "data.py"
+    data.write_text(data.read_text() + "\n\nfast_batches = jax.jit(batches)\n")  # exports a jitted callable
+    assert check() == ["trainer/data.py"]  # which nothing imports
+
+
+def test_traced_only_callers_relint_the_callee(tmp_path: Path, run_cli, monkeypatch) -> None:
+    """Which of a module's functions other modules call only from traced code is the one
+    thing a file's findings take from its importers: when the jitted step stops calling the
+    helper, the helper's module is re-linted (and the step's own), not the rest."""
+    import shutil
+
+    shutil.copytree(PROJECTS / "traced_elsewhere" / "model", tmp_path / "model")
+    (tmp_path / "model" / "data.py").write_text("import jax.numpy as jnp\n\n\ndef batches(x):\n    return jnp.split(x, 4)\n")
+    linted = _linted(monkeypatch)
+
+    def check() -> tuple[list[str], list[str]]:
+        linted.clear()
+        result = run_cli("check", "--exit-zero", "--output-format", "json", "--jobs", "1", "model")
+        return sorted(linted), sorted({f["path"] for f in json.loads(result.stdout)})
+
+    assert check() == (["model/__init__.py", "model/data.py", "model/surgery.py", "model/train.py"], [])
+    train = tmp_path / "model" / "train.py"
+    train.write_text(train.read_text().replace("@eqx.filter_jit\n", ""))  # now an eager caller
+    assert check() == (["model/surgery.py", "model/train.py"], ["model/surgery.py"])
