@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import _jaxapi
-from ._frequency import integer_value
+from ._frequency import integer_value, leaves_block
 from ._jaxapi import HOST_METHODS, is_host_copy
 from ._scope import dotted_name, target_names
 from ._walk import iter_children
@@ -226,6 +226,7 @@ class CallGraph:
         self._uses_flax = False
         self._uses_equinox = False
         self._def_names: frozenset[str] = frozenset()
+        self._dead = False  # walking statements that never run (after a `raise`)
 
     # -- building ------------------------------------------------------------------------
 
@@ -270,8 +271,21 @@ class CallGraph:
                 self.ctx.module,
             )
             self._defs[id(node)] = Function(node, tuple(path), owner)
+        elif isinstance(node, cst.IndentedBlock):
+            # Statements after a `raise`/`return`/`sys.exit()` never run: calls there are
+            # no calls (`_frequency.never_runs`).
+            path.append(node)
+            dead = self._dead
+            for child in iter_children(node):
+                self._walk(child, path)
+                if leaves_block(child):
+                    self._dead = True
+            self._dead = dead
+            path.pop()
+            return
         elif isinstance(node, cst.Call):
-            self._calls.append(Site(node, tuple(path), _innermost_scope([*path, node], self.ctx.module)))
+            if not self._dead:
+                self._calls.append(Site(node, tuple(path), _innermost_scope([*path, node], self.ctx.module)))
             if isinstance(node.func, cst.Name):
                 # The callee is a call, not a reference; walk the arguments only.
                 path.append(node)
@@ -281,7 +295,7 @@ class CallGraph:
                 path.pop()
                 return
         elif isinstance(node, cst.Name):
-            if node.value in self._def_names:
+            if node.value in self._def_names and not self._dead:
                 self._reads.append((node, tuple(path)))
             return
         elif isinstance(node, cst.Attribute):

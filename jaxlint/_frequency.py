@@ -45,8 +45,10 @@ __all__ = [
     "loop_evidence",
     "integer_value",
     "items_count",
+    "leaves_block",
     "iteration_count",
     "loop_runs",
+    "never_runs",
     "runs_few_times",
 ]
 
@@ -326,6 +328,43 @@ def _most(counts: Iterable[int | None]) -> int | None:
     if not known or any(c is None for c in known):
         return None
     return max(known)  # type: ignore[type-var]
+
+
+def never_runs(path: Sequence[cst.CSTNode]) -> bool:
+    """Whether the last node of `path` (its ancestors, from the module down) sits after a
+    statement that always leaves its block: `raise`, `return`, `break`, `continue` or
+    `sys.exit(...)` earlier in the same indented block, as in a debug block under
+    `if __name__ == "__main__":` cut short by a bare `raise`. Such code never runs, so it costs
+    nothing. A module's own top-level statements are not judged: in a notebook, whose cells
+    jaxlint reads as one module, the cells after one that raises still run when the user
+    runs them."""
+    for parent, child in zip(path, path[1:]):
+        if not isinstance(parent, cst.IndentedBlock):
+            continue
+        for statement in parent.body:
+            if statement is child:
+                break
+            if leaves_block(statement):
+                return True
+    return False
+
+
+def leaves_block(statement: cst.CSTNode) -> bool:
+    """Whether `statement` always leaves its block (see `never_runs`)."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        if isinstance(small, (cst.Raise, cst.Return, cst.Break, cst.Continue)):
+            return True
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            func = small.value.func
+            if (
+                isinstance(func, cst.Attribute)
+                and isinstance(func.value, cst.Name)
+                and (func.value.value, func.attr.value) in (("sys", "exit"), ("os", "_exit"))
+            ):
+                return True
+    return False
 
 
 def off_by_default(ctx: FileContext, path: Sequence[cst.CSTNode]) -> str | None:

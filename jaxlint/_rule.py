@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import libcst as cst
 
+from ._frequency import never_runs
+
 
 if TYPE_CHECKING:
     from ._context import FileContext
@@ -161,6 +163,8 @@ class Rule:
         ):
             fix = None  # `runtime-helpers = false`: the fixed code may not import jaxlint
         path = [*(self.ctx.ancestors if ancestors is None else ancestors), node]
+        if never_runs(path):
+            return  # after a `raise` or `return` in its block: it costs nothing
         statement = path[1] if len(path) > 1 and path[0] is self.ctx.module else None
         self.findings.append(RawFinding(type(self), node, message or self.MESSAGE, fix, statement, tuple(evidence)))
 

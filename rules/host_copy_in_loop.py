@@ -172,11 +172,12 @@ class HostCopyInLoop(Rule):
 
     # -- when it is a finding -----------------------------------------------------------------
 
-    def _needed(self, node: cst.Call) -> bool:
+    def _needed(self, node: cst.Call, path: list[cst.CSTNode] | None = None) -> bool:
         """The host value is needed right away as a Python value: an index or slice bound
         (`x[: n.item()]`), a static argument of a JAX op (a shape), `range(...)`, or an
-        assertion (`self.assertEqual(..., x.item())`)."""
-        path = self.ctx.path_to(node)
+        assertion (`self.assertEqual(..., x.item())`). `path`: `node`'s ancestors and
+        `node` (default: `node` is being visited)."""
+        path = self.ctx.path_to(node) if path is None else path
         for parent, child in zip(reversed(path[:-1]), reversed(path)):
             if isinstance(parent, (cst.SubscriptElement, cst.Assert)):
                 return True
@@ -191,8 +192,8 @@ class HostCopyInLoop(Rule):
                 break
         if self._static_list(path):
             return True
-        statement = self.ctx.statement(node)
-        loop = next(iter(reversed(self.ctx.loops(node))), None)
+        statement = _statement_of(path)
+        loop = next(iter(reversed(self.ctx.loops(node, path[:-1]))), None)
         if loop is None or not isinstance(statement, cst.SimpleStatementLine):
             return False
         for small in statement.body:
@@ -339,18 +340,20 @@ class HostCopyInLoop(Rule):
                     found = True  # `jax.block_until_ready(out)`: a benchmark's deliberate wait
                     break
                 copy = device.host_copy(node, path)
-                if copy is None or copy.kind == "print()":
+                if copy is None or copy.kind in _DISPLAY:
                     continue
                 value_path = _path_to(full, copy.value)
                 if value_path is None or not device.holds(copy.value, value_path):
                     continue
-                inner = full[_index(full, loop):]
-                if any(
-                    isinstance(p, (cst.If, cst.While)) and c is p.test for p, c in zip(inner, inner[1:])
-                ) and not self._guarded(full, loop) and _fresh(self.ctx, copy.value, value_path, loop):
+                if self._guarded(full, loop) or not _fresh(self.ctx, copy.value, value_path, loop):
+                    continue
+                # A copy the loop needs at once (it decides what to do next, feeds the next
+                # iteration, or is a Python value a call needs now: `env.step(int(action))`)
+                # waits on every iteration whatever the other copies do.
+                if self._needed(node, full) or self._excused(node, loop, full):
                     found = True
                     break
-            elif isinstance(node, cst.If) and node is not loop and not self._guarded(full, loop):
+            elif isinstance(node, (cst.If, cst.CompIf)) and node is not loop and not self._guarded(full, loop):
                 if _converts(self.ctx, node.test, full, loop):
                     found = True
                     break
@@ -376,7 +379,7 @@ class HostCopyInLoop(Rule):
             parent, child = path[index], path[index + 1]
             if isinstance(parent, (cst.If, cst.While)) and child is parent.test:
                 return True  # decides control flow: the loop needs the host value now
-            if isinstance(parent, cst.IfExp) and child is parent.test:
+            if isinstance(parent, (cst.IfExp, cst.CompIf)) and child is parent.test:
                 return True
             if isinstance(parent, cst.If) and child is not parent.test:
                 if _sometimes(parent.test, loop):
@@ -387,7 +390,7 @@ class HostCopyInLoop(Rule):
             return True
         # `x = float(v)` whose name the loop then tests (`if x < best`, `while x > tol`), or
         # that the next iteration starts from (`prompt += decode(x)`): the loop needs it.
-        statement = self.ctx.statement(node)
+        statement = _statement_of(path)
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 if isinstance(small, (cst.Assign, cst.AugAssign)) and any(n is small for n in path):
@@ -594,6 +597,11 @@ def _donated(loop: cst.CSTNode, value: cst.BaseExpression) -> bool:
     return False
 
 
+def _statement_of(path: list[cst.CSTNode]) -> cst.CSTNode | None:
+    """The innermost statement line or compound statement on `path`."""
+    return next((n for n in reversed(path) if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement))), None)
+
+
 def _plain_copy(node: cst.Call, copy: HostCopy) -> bool:
     """One positional argument (no `dtype=`, `copy=`...) or a method call without arguments."""
     if copy.kind.startswith("."):
@@ -751,20 +759,15 @@ def _converts(ctx, test: cst.BaseExpression, path: list[cst.CSTNode], loop: Loop
         part_path = _path_to([*path, test], part) if part is not test else path
         if part_path is None:
             continue
-        if (
-            isinstance(part, cst.Call)
-            and isinstance(part.func, cst.Attribute)
-            and isinstance(part.func.value, (cst.Name, cst.Attribute, cst.Subscript))
-        ):
-            # `while not timestep.last():`: a method of a fresh device value, whose result
-            # Python takes the truth value of.
+        if isinstance(part, cst.Call) and isinstance(part.func, cst.Attribute):
+            # `while not timestep.last():`, `if (a[:2] == b[:2]).all():`: a method of a fresh
+            # device value, whose result Python takes the truth value of.
             receiver = part.func.value
             receiver_path = _path_to([*part_path, part, part.func], receiver)
             if receiver_path is not None and ctx.device.holds(receiver, receiver_path) and _fresh(ctx, receiver, receiver_path, loop):
                 return True
-        if isinstance(part, (cst.Name, cst.Attribute, cst.Subscript)) and ctx.device.holds(part, part_path):
-            if _fresh(ctx, part, part_path, loop):
-                return True
+        if ctx.device.holds(part, part_path) and _fresh(ctx, part, part_path, loop):
+            return True  # `if done:`, `if step(x) > best:`
         if isinstance(part, cst.Call) and ctx.device.host_copy(part, part_path) is None:
             # `if allclose(out, expected):`, `if jnp.isnan(loss):`: the test takes the truth
             # value of something computed from a fresh device value, which waits for it.
