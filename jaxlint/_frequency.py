@@ -173,7 +173,13 @@ def _header(ctx: FileContext, loop: cst.CSTNode) -> str:
 
 def iteration_count(ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> int | None:
     """How many times the `for` loop `loop` (whose ancestors are `ancestors`) runs, when its
-    header says so through literals and names assigned them; None when unknown."""
+    header says so through literals and names assigned them; None when unknown. A
+    comprehension with one `for` clause counts like a loop over its iterable (its `if`
+    clauses only skip items)."""
+    if isinstance(loop, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+        if loop.for_in.inner_for_in is not None:
+            return None
+        return _count(ctx, loop.for_in.iter, [*ancestors, loop], 0)
     if not isinstance(loop, cst.For):
         return None
     return _count(ctx, loop.iter, [*ancestors, loop], 0)
@@ -188,6 +194,36 @@ def runs_few_times(ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.
 def items_count(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode]) -> int | None:
     """How many items iterating `expr` (read at the end of `path`) yields, when known."""
     return _count(ctx, expr, path, 0)
+
+
+def _array_count(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], depth: int) -> int | None:
+    """The length of a 1-D array built from what the code spells: `jnp.array([0.2, 0.5,
+    0.8])` (a literal list), `np.arange(4)`, `jnp.linspace(0, 1, 5)`."""
+    name = ctx.resolve(call.func, path, anchor=call)
+    if name is None or name.split(".")[0] not in ("jax", "numpy"):
+        return None
+    function = name.rsplit(".", 1)[-1]
+    positional = [a.value for a in call.args if a.keyword is None and a.star == ""]
+    if function in ("array", "asarray") and positional:
+        first = positional[0]
+        if isinstance(first, (cst.List, cst.Tuple)) and not any(
+            isinstance(e.value, (cst.List, cst.Tuple)) for e in first.elements if isinstance(e, cst.Element)
+        ):
+            return _count(ctx, first, path, depth + 1)  # 1-D: a nested literal is a matrix
+        return None
+    if function == "arange" and positional and len(positional) == len(call.args) <= 3:
+        bounds = [_integer(ctx, a, path, depth + 1) for a in positional]
+        if any(b is None for b in bounds) or (len(bounds) == 3 and bounds[2] == 0):
+            return None
+        return len(range(*bounds))  # type: ignore[arg-type]
+    if function == "linspace":
+        num = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "num"), None)
+        if num is None and len(positional) >= 3:
+            num = positional[2]
+        if num is None:
+            return 50 if len(positional) == 2 and len(call.args) == 2 else None
+        return _integer(ctx, num, path, depth + 1)
+    return None
 
 
 def integer_value(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode]) -> int | None:
@@ -215,6 +251,8 @@ def _count(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode], 
         and not expr.args
     ):
         return _count(ctx, expr.func.value, path, depth + 1)  # `{"train": a, "val": b}.items()`
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        return _array_count(ctx, expr, path, depth)
     if not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Name):
         return None
     name = expr.func.value

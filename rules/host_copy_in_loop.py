@@ -57,12 +57,16 @@ iteration (`if step % 100 == 0:`; a loop under the guard that runs compiled or m
 each of its own iterations, an eval loop over a test set, is still judged), under a flag that is off unless somebody asks (`if verbose:` where `verbose=False` is the
 parameter's default and no call in the file sets it, or a configuration field declared False),
 in a condition that decides what the loop does next
-(`if float(loss) < best:`, `while float(err) > tol:`), of values computed before the loop
+(`if float(loss) < best:`, `while float(err) > tol:`, `if any(isnan(float(m)) for m in means):`),
+in a loop that waits for the device on every iteration anyway because it needs one fresh
+value at once (an index `log_probs[int(action)]`, `env.step(int(action))` whose result the
+next iteration uses, an `if` on a device value, `eqx.filter_jit` calls): the other copies
+beside that wait cost a copy, not a stall; of values computed before the loop
 (after the first copy jax keeps the host copy), of NumPy values, in loops that send no work
 to the device, and inside jitted or otherwise traced code. It also stays silent for a list of
 Python values built to be used where Python values are needed right after
 (`sizes = [int(n[i]) for i in range(dim)]`, then `jnp.arange(-s, s + 1)` for each, or
-`jnp.zeros(sizes)`), in loops whose header says they run 20 times or fewer (`range(16)`,
+`jnp.zeros(sizes)`), in loops whose header says they run 20 times or fewer (`range(16)`, `jnp.array([0.1, 0.5, 0.9])`,
 `range(1, maxiter + 1)` with `maxiter = 15` assigned in the function or the module,
 `enumerate(prompts)` or `range(len(prompts))` over a literal list of a few prompts to verify:
 `jaxlint._frequency`), and for results of functions behind a decorator it
@@ -181,6 +185,8 @@ class HostCopyInLoop(Rule):
         for parent, child in zip(reversed(path[:-1]), reversed(path)):
             if isinstance(parent, (cst.SubscriptElement, cst.Assert)):
                 return True
+            if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.CompIf)) and child is parent.test:
+                return True  # `if any(isnan(float(m)) for m in means):` decides what runs next
             if isinstance(parent, cst.Call) and child is not parent.func:
                 if _is_assertion(parent.func):
                     return True

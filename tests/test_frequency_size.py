@@ -6,7 +6,7 @@ import libcst as cst
 import pytest
 
 from jaxlint._context import FileContext
-from jaxlint._frequency import iteration_count
+from jaxlint._frequency import iteration_count, never_runs
 from jaxlint._size import leaf_count
 
 
@@ -37,6 +37,11 @@ def _loop_count(source: str) -> int | None:
         ("def f(steps=5):\n    for s in range(steps):\n        pass\n", None),  # a caller may pass more
         ("N = 3\nN += 1\nfor i in range(N):\n    pass\n", None),  # not a plain assignment
         ("for batch in loader:\n    pass\n", None),
+        ("import jax.numpy as jnp\nqs = jnp.array([0.1, 0.5, 0.9])\nfor q in qs:\n    pass\n", 3),
+        ("import numpy as np\nfor t in np.linspace(0, 1, 7):\n    pass\n", 7),
+        ("import jax.numpy as jnp\nfor i in jnp.arange(2, 10, 2):\n    pass\n", 4),
+        ("import jax.numpy as jnp\nfor row in jnp.array([[1, 2], [3, 4], [5, 6]]):\n    pass\n", None),  # rows of a matrix: not counted
+        ("import jax.numpy as jnp\nfor q in jnp.array(values):\n    pass\n", None),
     ],
 )
 def test_iteration_count(source: str, count: int | None) -> None:
@@ -102,3 +107,27 @@ def test_leaf_count(name: str, leaves: int | None) -> None:
 )
 def test_iteration_count_through_call_sites(source: str, count: int | None) -> None:
     assert _loop_count(source) == count
+
+
+@pytest.mark.parametrize(
+    ("source", "never"),
+    [
+        ("def f():\n    raise SystemExit\n    g()\n", True),
+        ("def f(x):\n    if x:\n        return 1\n    g()\n", False),  # the `return` ends the `if` only
+        ("import sys\nif __name__ == '__main__':\n    sys.exit(main())\n    g()\n", True),
+        ("for x in y:\n    continue\n    g()\n", True),
+        ("raise SystemExit\ng()\n", False),  # top level: a notebook's later cells still run
+    ],
+)
+def test_never_runs(source: str, never: bool) -> None:
+    module = cst.parse_module(source)
+    found: list[list[cst.CSTNode]] = []
+
+    def walk(node: cst.CSTNode, path: list[cst.CSTNode]) -> None:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "g":
+            found.append([*path, node])
+        for child in node.children:
+            walk(child, [*path, node])
+
+    walk(module, [])
+    assert never_runs(found[0]) is never
