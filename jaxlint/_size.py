@@ -2,8 +2,10 @@
 
 `leaf_count` counts the arrays of a value from how it was built: an `eqx.nn` layer (a
 `Linear` holds a weight and a bias, an `MLP` of depth d holds d + 1 of them), a Module class
-of this file (the leaves of what its `__init__` assigns to its fields, or of the arguments it
-is built from when it has no `__init__`), an array (1), a Python scalar (0), a container (the
+of this file (the leaves of what its `__init__` assigns to its fields, and where the code
+that builds a field is unknown, what the field's declaration says: `weight: jax.Array` or a
+jaxtyping `Float[Array, "n"]` is one array, `use_bias: bool` or `eqx.field(static=True)` none;
+or the leaves of the arguments it is built from when it has no `__init__`), an array (1), a Python scalar (0), a container (the
 sum), `eqx.partition`/`eqx.filter`/`tree_at` (like their tree), an optimizer state
 (`optimizer.init(params)`: about two arrays per parameter, as Adam keeps), and a function's
 parameter when every call of the function in the file passes a counted value (the largest).
@@ -203,6 +205,50 @@ def _module_class(ctx: FileContext, name: cst.Name, call: cst.Call, path: list[c
                     )
                 else:
                     counts[field.attr.value] = leaf_count(ctx, value, [*init_path, statement], depth + 1)
+    declared = _declared_fields(node)
+    for field, count in counts.items():
+        if count is None:
+            counts[field] = declared.get(field)  # `weight: jax.Array`, whatever built it
     if not counts or any(c is None for c in counts.values()):
         return None
     return sum(counts.values())  # type: ignore[arg-type]
+
+
+# Annotations that declare one array, and ones that declare a Python value (no array).
+_ARRAY_ANNOTATIONS = frozenset(
+    {"Array", "ndarray", "ArrayLike", "Float", "Int", "Bool", "Shaped", "Num", "Real", "Complex",
+     "UInt", "Integer", "Inexact", "Key", "PRNGKeyArray"}
+)  # fmt: skip
+_STATIC_ANNOTATIONS = frozenset({"bool", "int", "float", "str", "complex", "Callable", "type"})
+
+
+def _declared_fields(node: cst.ClassDef) -> dict[str, int]:
+    """The array leaves a Module class's field declarations state: `weight: jax.Array` (or a
+    jaxtyping `Float[Array, "n"]`) holds one array, `use_bias: bool` and any
+    `eqx.field(static=True)` none. Fields declared otherwise are left out."""
+    declared: dict[str, int] = {}
+    for line in node.body.body:
+        if not isinstance(line, cst.SimpleStatementLine):
+            continue
+        for small in line.body:
+            if not (isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name)):
+                continue
+            value = small.value
+            if (
+                isinstance(value, cst.Call)
+                and any(
+                    a.keyword is not None and a.keyword.value == "static"
+                    and isinstance(a.value, cst.Name) and a.value.value == "True"
+                    for a in value.args
+                )
+            ):
+                declared[small.target.value] = 0
+                continue
+            annotation = small.annotation.annotation
+            base = annotation.value if isinstance(annotation, cst.Subscript) else annotation
+            last = base.attr.value if isinstance(base, cst.Attribute) else base.value if isinstance(base, cst.Name) else None
+            if last in _ARRAY_ANNOTATIONS:
+                declared[small.target.value] = 1
+            elif last in _STATIC_ANNOTATIONS:
+                declared[small.target.value] = 0
+    return declared
