@@ -223,14 +223,15 @@ class JitIndex:
         return None
 
     def _traced_by_callers(self, node: cst.FunctionDef) -> bool:
-        """A top-level function whose every caller runs traced: its call sites in this file
-        are all in traced code, or other modules of the project call it only from traced code
-        (`CallGraph.mode`, asked only where a call or the project could say so)."""
+        """A function whose every caller runs traced: its call sites in this file are all in
+        traced code, it is handed to a transform (`lax.scan(step, ...)` in a nested def), or
+        other modules of the project call it only from traced code (`CallGraph.mode`, asked
+        only where a call, a reference or the project could say so)."""
         from ._callgraph import Mode
 
         graph = self.ctx.calls
         function = graph.function(node)
-        if function is None or not (function.sites or self.ctx.project is not None):
+        if function is None or not (function.sites or function.uses or self.ctx.project is not None):
             return False
         return graph.mode(node) is Mode.TRACED
 
@@ -259,7 +260,7 @@ class JitIndex:
                     return True
                 if name in self.functions and self.jitted_def(node, _owner(ancestors[:index], self.ctx.module)):
                     return True
-                if index == 1 and self._traced_by_callers(node):
+                if self._traced_by_callers(node):
                     return True
         return False
 

@@ -116,6 +116,14 @@ def _parameter(ctx: FileContext, param: cst.CSTNode, path: Sequence[cst.CSTNode]
     (`path`: the parameter's ancestors)."""
     from ._callgraph import parameter_calls
 
+    if isinstance(param, cst.Param) and param.annotation is not None:
+        # `linear: eqx.nn.Linear`: a layer type with a fixed number of arrays
+        annotation = param.annotation.annotation
+        resolved = ctx.resolve(annotation, [*path, param], anchor=annotation)
+        if resolved is not None and resolved.startswith("equinox.nn.") and resolved.count(".") == 2:
+            count = _LAYER_LEAVES.get(resolved.rsplit(".", 1)[-1])
+            if count is not None:
+                return count
     found = parameter_calls(ctx, param, path)
     if found is None:
         return None
