@@ -380,7 +380,18 @@ def _locate_in_notebook(finding: Finding, notebook: NotebookSource | None) -> Fi
         return finding
     cell, line = notebook.locate(finding.line)
     end_cell, end_line = notebook.locate(finding.end_line)
-    return _in_file(replace(finding, cell=cell, line=line, end_line=end_line if end_cell == cell else line), notebook)
+
+    def in_cells(match: re.Match[str]) -> str:
+        # evidence names lines of the joined cells: say them as the notebook shows them
+        other_cell, other_line = notebook.locate(int(match.group(1)))
+        return f"line {other_line}" if other_cell == cell else f"line {other_line} of cell {other_cell}"
+
+    evidence = tuple(_EVIDENCE_LINE.sub(in_cells, sentence) for sentence in finding.evidence)
+    located = replace(finding, cell=cell, line=line, end_line=end_line if end_cell == cell else line, evidence=evidence)
+    return _in_file(located, notebook)
+
+
+_EVIDENCE_LINE = re.compile(r"\bline (\d+)\b")
 
 
 def _in_file(finding: Finding, notebook: NotebookSource) -> Finding:

@@ -15,7 +15,10 @@ if TYPE_CHECKING:
     from jaxlint._context import FileContext, Loop
 
 
-__all__ = ["loop_path", "counter_derived", "counters", "mentions_padding", "passed_whole", "varying_slice", "whole_parts"]
+__all__ = [
+    "counter_derived", "counters", "growth", "loop_path", "mentions_padding", "passed_whole", "varying_slice",
+    "whole_parts",
+]  # fmt: skip
 
 # Calls that give back their argument's data with its leading shape unchanged.
 _CONSTRUCTORS = frozenset(
@@ -24,6 +27,12 @@ _CONSTRUCTORS = frozenset(
 )  # fmt: skip
 _SHAPE_KEEPING_METHODS = frozenset({"astype", "reshape", "squeeze", "copy", "block_until_ready"})
 _PADDING_HINTS = ("pad", "bucket", "mask")
+# array functions (numpy or jax.numpy) that return their first argument made longer
+_GROWING_FUNCTIONS = frozenset(
+    {"concatenate", "append", "hstack", "vstack", "column_stack", "row_stack", "dstack", "concat"}
+)
+_ARRAY_MODULES = ("numpy.", "jax.numpy.")
+_LIST_GROWING_METHODS = frozenset({"append", "extend", "insert"})
 
 
 def whole_parts(value: cst.BaseExpression, ctx: FileContext) -> Iterator[cst.BaseExpression]:
@@ -162,3 +171,103 @@ def loop_path(ctx: FileContext, loop: cst.CSTNode) -> list[cst.CSTNode]:
         if node is loop:
             return list(ctx.ancestors[:index])
     raise ValueError("the loop does not enclose the visited node")
+
+
+def growth(
+    ctx: FileContext, value: cst.BaseExpression, loop: Loop, ancestors: list[cst.CSTNode]
+) -> tuple[str, str] | None:
+    """(what grows, how) when the argument `value`, passed inside `loop` (whose ancestors are
+    `ancestors`), has a shape that changes from one iteration to the next: a slice that follows
+    the loop's counter (`ids[:, :i]`), a name the loop makes longer each time
+    (`tokens = jnp.concatenate([tokens, nxt], axis=1)`, `ids.append(t)`), or a name the body
+    takes from one of those (`window = tokens[:, -max_len:]`). A jitted function given it
+    compiles once per new shape."""
+    for part in whole_parts(value, ctx):
+        sliced = varying_slice(part, loop)
+        if sliced is not None:
+            return ctx.module.code_for_node(sliced), "changes length with the loop index"
+        if not isinstance(part, cst.Name):
+            continue
+        for name in (part.value, *_taken_from(part.value, loop)):
+            if not _carried_over(name, loop):
+                continue
+            how = _grows(ctx, name, loop, ancestors)
+            if how is not None and not mentions_padding(loop, name):
+                return (part.value, how) if name == part.value else (part.value, f"is taken from `{name}`, which {how.removeprefix('is ')}")
+    return None
+
+
+def _taken_from(name: str, loop: Loop) -> list[str]:
+    """The carried names the loop body assigns `name` from, keeping their shape or a slice of
+    it (`window = tokens[:, -max_len:]`, `x = jnp.asarray(tokens)`)."""
+    sources = []
+    for node in iter_subtree(loop.body, into_scopes=False):
+        if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+            value = node.value
+            base = value
+            while isinstance(base, cst.Subscript):
+                base = base.value
+            if isinstance(base, cst.Name) and base.value != name:
+                sources.append(base.value)
+    return sources
+
+
+def _grows(ctx: FileContext, name: str, loop: Loop, path: list[cst.CSTNode]) -> str | None:
+    """How the loop makes `name` longer, if it does."""
+    for node in iter_subtree(loop.body, into_scopes=False):
+        if isinstance(node, cst.Assign) and any(name in target_names(t.target) for t in node.targets):
+            how = _growing_value(ctx, node.value, name, path)
+            if how is not None:
+                return how
+            if isinstance(node.value, cst.Subscript) and varying_slice(node.value, loop):
+                return "changes length with the loop index"
+        elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name) and node.target.value == name:
+            if isinstance(node.operator, cst.AddAssign) and isinstance(node.value, (cst.List, cst.Tuple)):
+                return "gains items on every iteration"
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if (
+                node.func.attr.value in _LIST_GROWING_METHODS
+                and isinstance(node.func.value, cst.Name)
+                and node.func.value.value == name
+            ):
+                return f"gains an item on every iteration (`{name}.{node.func.attr.value}`)"
+    return None
+
+
+def _growing_value(ctx: FileContext, value: cst.BaseExpression, name: str, path: list[cst.CSTNode]) -> str | None:
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+        if isinstance(value.left, cst.Name) and value.left.value == name and isinstance(value.right, (cst.List, cst.Tuple)):
+            return "gains items on every iteration"
+        return None
+    if not isinstance(value, cst.Call) or not value.args:
+        return None
+    qualified = ctx.resolve(value.func, path, anchor=value)
+    if qualified is None or not qualified.startswith(_ARRAY_MODULES):
+        return None
+    function = qualified.rsplit(".", 1)[-1]
+    if function not in _GROWING_FUNCTIONS:
+        return None
+    first = value.args[0].value
+    if function == "append":
+        grows = isinstance(first, cst.Name) and first.value == name
+    else:
+        grows = isinstance(first, (cst.List, cst.Tuple)) and any(
+            isinstance(e, cst.Element) and isinstance(e.value, cst.Name) and e.value.value == name
+            for e in first.elements
+        )
+    prefix = "jnp" if qualified.startswith("jax.") else "np"
+    return f"grows by `{prefix}.{function}` on every iteration" if grows else None
+
+
+def _carried_over(name: str, loop: Loop) -> bool:
+    """Whether `name` keeps its value from one iteration to the next: it is not the loop's
+    target, and the body never assigns it anything but a value computed from itself."""
+    if isinstance(loop, cst.For) and name in target_names(loop.target):
+        return False
+    for node in iter_subtree(loop.body, into_scopes=False):
+        if isinstance(node, cst.Assign) and any(name in target_names(t.target) for t in node.targets):
+            if name not in free_names(node.value):
+                return False
+        elif isinstance(node, (cst.For, cst.CompFor)) and name in target_names(node.target):
+            return False
+    return True

@@ -78,22 +78,13 @@ from __future__ import annotations
 import libcst as cst
 
 from jaxlint._frequency import loop_evidence
-from jaxlint._context import Loop
-from jaxlint._nodes import free_names, iter_subtree
 from jaxlint._rule import Rule
-from jaxlint._scope import target_names
 
-from ._shapes import loop_path as _loop_path, mentions_padding, varying_slice, whole_parts
+from ._shapes import growth, loop_path as _loop_path
 
 
 __all__ = ["GrowingShapeLoop"]
 
-# array functions (numpy or jax.numpy) that return their first argument made longer
-_GROWING_FUNCTIONS = frozenset(
-    {"concatenate", "append", "hstack", "vstack", "column_stack", "row_stack", "dstack", "concat"}
-)
-_ARRAY_MODULES = ("numpy.", "jax.numpy.")
-_LIST_GROWING_METHODS = frozenset({"append", "extend", "insert"})
 
 
 class GrowingShapeLoop(Rule):
@@ -111,7 +102,7 @@ class GrowingShapeLoop(Rule):
         callee = ctx.module.code_for_node(node.func)
         for arg in node.args:
             for loop in reversed(loops):
-                found = self._growth(arg.value, loop, node)
+                found = growth(ctx, arg.value, loop, _loop_path(ctx, loop))
                 if found is not None:
                     what, how = found
                     self.report(
@@ -124,88 +115,6 @@ class GrowingShapeLoop(Rule):
                         "or pad to a few lengths with `jaxlint.runtime.bucket` and `pad_to`",
                     )
                     return
-
-    def _growth(self, value: cst.BaseExpression, loop: Loop, call: cst.Call) -> tuple[str, str] | None:
-        """(what grows, how) when `value` passes a growing array or slice to the call."""
-        ctx = self.ctx
-        for part in whole_parts(value, ctx):
-            sliced = varying_slice(part, loop)
-            if sliced is not None:
-                return ctx.module.code_for_node(sliced), "changes length with the loop index"
-            if not isinstance(part, cst.Name):
-                continue
-            if not _carried_over(part.value, loop):
-                continue
-            how = self._grows(part.value, loop)
-            if how is not None and not mentions_padding(loop, part.value):
-                return part.value, how
-        return None
-
-    def _grows(self, name: str, loop: Loop) -> str | None:
-        """How the loop makes `name` longer, if it does."""
-        ctx = self.ctx
-        path = _loop_path(ctx, loop)
-        for node in iter_subtree(loop.body, into_scopes=False):
-            if isinstance(node, cst.Assign) and any(name in target_names(t.target) for t in node.targets):
-                how = self._growing_value(node.value, name, path)
-                if how is not None:
-                    return how
-                if isinstance(node.value, cst.Subscript) and varying_slice(node.value, loop):
-                    return "changes length with the loop index"
-            elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name) and node.target.value == name:
-                if isinstance(node.operator, cst.AddAssign) and isinstance(node.value, (cst.List, cst.Tuple)):
-                    return "gains items on every iteration"
-            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-                if (
-                    node.func.attr.value in _LIST_GROWING_METHODS
-                    and isinstance(node.func.value, cst.Name)
-                    and node.func.value.value == name
-                ):
-                    return f"gains an item on every iteration (`{name}.{node.func.attr.value}`)"
-        return None
-
-    def _growing_value(self, value: cst.BaseExpression, name: str, path: list[cst.CSTNode]) -> str | None:
-        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
-            if isinstance(value.left, cst.Name) and value.left.value == name and isinstance(value.right, (cst.List, cst.Tuple)):
-                return "gains items on every iteration"
-            return None
-        if not isinstance(value, cst.Call) or not value.args:
-            return None
-        qualified = self.ctx.resolve(value.func, path, anchor=value)
-        if qualified is None or not qualified.startswith(_ARRAY_MODULES):
-            return None
-        function = qualified.rsplit(".", 1)[-1]
-        if function not in _GROWING_FUNCTIONS:
-            return None
-        first = value.args[0].value
-        if function == "append":
-            grows = isinstance(first, cst.Name) and first.value == name
-        else:
-            grows = isinstance(first, (cst.List, cst.Tuple)) and any(
-                isinstance(e, cst.Element) and name in free_names(e.value) and _is_name(e.value, name)
-                for e in first.elements
-            )
-        prefix = "jnp" if qualified.startswith("jax.") else "np"
-        return f"grows by `{prefix}.{function}` on every iteration" if grows else None
-
-
-def _carried_over(name: str, loop: Loop) -> bool:
-    """Whether `name` keeps its value from one iteration to the next: it is not the loop's
-    target, and the body never assigns it anything but a value computed from itself."""
-    if isinstance(loop, cst.For) and name in target_names(loop.target):
-        return False
-    for node in iter_subtree(loop.body, into_scopes=False):
-        if isinstance(node, cst.Assign) and any(name in target_names(t.target) for t in node.targets):
-            if name not in free_names(node.value):
-                return False
-        elif isinstance(node, (cst.For, cst.CompFor)) and name in target_names(node.target):
-            return False
-    return True
-
-
-def _is_name(expr: cst.BaseExpression, name: str) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == name
-
 
 def _short(text: str, limit: int = 40) -> str:
     text = " ".join(text.split())

@@ -108,6 +108,7 @@ from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
 
 from ._apply_in_loop import ApplyCall, apply_finding, is_apply_call
 from ._jit_analysis import Jittability, analyze
+from ._shapes import growth
 
 
 __all__ = ["MissingJit"]
@@ -204,9 +205,17 @@ class MissingJit(Rule):
         return work, jittability
 
     def _static_per_iteration(self, function: Function, jittability: Jittability, repeat: Repeat) -> bool:
-        """Whether the loop passes a value it binds (`for n in sizes: sample(key, n)`) to a
-        parameter that jit would make static (a shape, an `if` test): a compile per iteration,
-        which saves nothing over running eagerly."""
+        """Whether jit would compile on every iteration, which saves nothing over running
+        eagerly: the loop passes an array whose shape changes each time (`forward(params,
+        tokens)` with `tokens` grown by `jnp.concatenate` in the loop: `_shapes.growth`), to
+        this function or to the caller that runs it; or a value it binds (`for n in sizes:
+        sample(key, n)`) to a parameter that jit would make static (a shape, an `if` test)."""
+        loop = repeat.loop
+        if isinstance(loop, (cst.For, cst.While)):
+            path = list(repeat.site.path)
+            ancestors = path[: next(i for i, n in enumerate(path) if n is loop)]
+            if any(growth(self.ctx, arg.value, loop, ancestors) for arg in repeat.site.call.args):
+                return True
         if repeat.chain or not jittability.statics:
             return False
         bound = self.ctx.loop_bindings(repeat.loop)

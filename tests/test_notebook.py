@@ -111,3 +111,13 @@ def test_a_broken_cell_is_reported_in_place_and_the_other_cells_are_still_linted
     findings = analyze("nb.ipynb", data, [TreeAtBatch]).result.findings
     assert [(f.code, f.cell, f.line) for f in findings] == [("JL000", 2, 1), ("JL003", 3, 2)]
     assert findings[0].message.startswith("SyntaxError: ")
+
+
+def test_evidence_names_lines_as_the_notebook_shows_them() -> None:
+    data = _notebook(
+        ("code", ["import equinox as eqx\n", "updates = load()\n", "model = build()\n"]),
+        ("code", LOOP),
+    )
+    (finding,) = analyze("nb.ipynb", data, [TreeAtBatch]).result.findings
+    assert finding.cell == 2
+    assert any("the loop at line 1," in sentence for sentence in finding.evidence), finding.evidence
