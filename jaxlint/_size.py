@@ -105,9 +105,16 @@ def _name(ctx: FileContext, name: cst.Name, path: list[cst.CSTNode], depth: int)
 
 
 def _updates(value: cst.BaseExpression | None, name: str) -> bool:
-    """Whether `value` is a call given `name` itself (`step(model, batch)`)."""
+    """Whether `value` is a call given `name` itself (`step(model, batch)`, or in a tuple:
+    `eqx.filter_shard((model, opt_state), sharding)`)."""
+
+    def is_name(expr: cst.BaseExpression) -> bool:
+        return isinstance(expr, cst.Name) and expr.value == name
+
     return isinstance(value, cst.Call) and any(
-        isinstance(a.value, cst.Name) and a.value.value == name for a in value.args
+        is_name(a.value)
+        or (isinstance(a.value, (cst.Tuple, cst.List)) and any(is_name(e.value) for e in a.value.elements))
+        for a in value.args
     )
 
 
