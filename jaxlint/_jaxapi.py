@@ -44,6 +44,7 @@ __all__ = [
     "HOST_METHODS",
     "HOST_BUILTINS",
     "is_tree_util",
+    "is_host_consumer",
     "is_host_copy",
     "IN_PLACE_JIT",
     "DATA_LOADERS",
@@ -167,6 +168,7 @@ _ARRAY_MODULES = _prefixes("array-modules")
 _ARRAY_FUNCTIONS = _names("array-functions")
 _HOST_NUMPY_REEXPORTS = _names("not-array-functions")
 _TREE_UTIL_MODULES = _prefixes("tree-util-modules")
+_HOST_CONSUMERS = _prefixes("host-consumers")
 
 
 def is_host_copy(qualified_name: str) -> bool:
@@ -199,3 +201,9 @@ def decorator_target(
             return None
         return func
     return resolve(expr)
+
+
+def is_host_consumer(name: str) -> bool:
+    """Whether `name` is a function of a host library that computes with its arguments at once
+    (`sklearn.datasets.make_moons`, `PIL.Image.fromarray`: the `host-consumers` table)."""
+    return name.startswith(_HOST_CONSUMERS)

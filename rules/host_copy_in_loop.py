@@ -58,6 +58,9 @@ each of its own iterations, an eval loop over a test set, is still judged), unde
 parameter's default and no call in the file sets it, or a configuration field declared False),
 in a condition that decides what the loop does next
 (`if float(loss) < best:`, `while float(err) > tol:`, `if any(isnan(float(m)) for m in means):`),
+for a value a host library computes with at once (`make_moons(random_state=int(seed))`, a
+simulator state stored into the object `mujoco.mj_forward` is given, an image for
+`PIL.Image.fromarray`: `library.toml`'s `host-consumers`),
 in a loop that waits for the device on every iteration anyway because it needs one fresh
 value at once (an index `log_probs[int(action)]`, `env.step(int(action))` whose result the
 next iteration uses, an `if` on a device value, `eqx.filter_jit` calls): the other copies
@@ -194,6 +197,8 @@ class HostCopyInLoop(Rule):
                     return True
                 if self.ctx.device._compiled_call(parent, tuple(path[: path.index(parent)])) or _is_array_op(self.ctx, parent, path):
                     return True
+                if _feeds_host_library(self.ctx, parent, path):
+                    return True  # `make_moons(random_state=int(seed))`: computed with now
             if isinstance(parent, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
                 break
         if self._static_list(path):
@@ -206,6 +211,11 @@ class HostCopyInLoop(Rule):
             if isinstance(small, cst.Assign) and any(n is small for n in path):
                 names = {n for t in small.targets if isinstance(t.target, (cst.Name, cst.Tuple)) for n in target_names(t.target)}
                 if any(_used_statically(self.ctx, loop, name, statement) for name in names):
+                    return True
+                # `sim.qpos = np.array(state.qpos)` then `mujoco.mj_forward(model, sim)`: the
+                # host object it is stored into is handed to a host library in the loop
+                holders = {_root_name(t.target) for t in small.targets if isinstance(t.target, (cst.Attribute, cst.Subscript))}
+                if any(_handed_to_host_library(self.ctx, loop, name) for name in holders - {None}):
                     return True
         return False
 
@@ -833,7 +843,34 @@ def _used_statically(ctx, loop: Loop, name: str, assignment: cst.CSTNode) -> boo
                 return True
             if ctx.resolve(func, path, anchor=node) is not None and _is_array_op(ctx, node, [*path, node]):
                 return True
+            if _feeds_host_library(ctx, node, [*path, node]):
+                return True
     return False
+
+
+def _root_name(target: cst.BaseExpression) -> str | None:
+    while isinstance(target, (cst.Attribute, cst.Subscript)):
+        target = target.value
+    return target.value if isinstance(target, cst.Name) else None
+
+
+def _handed_to_host_library(ctx, loop: Loop, name: str) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the loop passes `name` to a function of a host library (`_feeds_host_library`)."""
+    for node, path in _walk_with_paths(loop, []):
+        if isinstance(node, cst.Call) and any(reads_name(a.value, name) for a in node.args):
+            if _feeds_host_library(ctx, node, [*path, node]):
+                return True
+    return False
+
+
+def _feeds_host_library(ctx, call: cst.Call, path: list[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]
+    """`call` is a function of a host library that computes with its arguments at once
+    (`sklearn.datasets.make_moons`, `PIL.Image.fromarray`: `library.toml`'s host-consumers)."""
+    from jaxlint._jaxapi import is_host_consumer
+
+    index = next((i for i, n in enumerate(path) if n is call), len(path))
+    name = ctx.resolve(call.func, path[:index], anchor=call)
+    return name is not None and is_host_consumer(name)
 
 
 _GROWING_METHODS = frozenset({"append", "extend", "add", "update", "insert", "appendleft"})
