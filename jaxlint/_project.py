@@ -61,12 +61,9 @@ class ModuleFacts:
     factories: tuple[tuple[str, str], ...] = ()
     # Top-level `name = f(...)` of a project function `f` (a factory elsewhere), as (name, f).
     assigned: tuple[tuple[str, str], ...] = ()
-
-    def exported(self) -> str:
-        """What other modules' findings may read from this module through its imports: a
-        text that changes when any of it changes (its traced and eager calls are not in it;
-        `Project` keys files on their own effect)."""
-        return repr((self.module, self.jitted, self.aliases, self.stars, self.exports, self.factories, self.assigned))
+    # Whether its tree was read, so every call it makes is in `traced_calls`/`eager_calls`
+    # (False: read from its import lines alone; `steps.train_step(...)` is not known).
+    parsed: bool = False
 
 
 @dataclass
@@ -136,36 +133,47 @@ class Project:
         return project
 
     def _key_files(self, facts: list[tuple[str, ModuleFacts]], imported_jit: bool) -> None:
-        """Each file's `digest_for`: what its findings depend on among the other modules'
-        facts. That is the library table; which of its own functions other modules call only
-        from traced code; and with `imported_jit`, the facts that other modules export
-        (`ModuleFacts.exported`) of every module it imports, and of theirs in turn (a
-        re-export leads on). Editing a module re-lints it and, when what it exports changes,
-        the modules importing it; nothing else."""
+        """Each file's `digest_for`: the answers its findings can read from the rest of the
+        project. That is the library table; which of its own functions other modules call only
+        from traced code; and with `imported_jit`, what every name it imports or calls (as its
+        imports resolve it) is, followed through re-exports: jitted, a factory, or neither
+        (for a module read without a parse, whose calls are not known: of an imported module,
+        each of the names it defines or re-exports). Editing a module
+        re-lints it and, when one of those answers changes, the modules that read it; nothing
+        else."""
         traced_only: dict[str, list[str]] = {}
         for name in sorted(self._traced - self._eager):
             traced_only.setdefault(name.rpartition(".")[0], []).append(name)
-        by_module = {module.module: module for _, module in facts}
-        exported = {name: hashlib.sha256(m.exported().encode("utf-8", "surrogateescape")).hexdigest() for name, m in by_module.items()} if imported_jit else {}
-        depends: dict[str, set[str]] = {}
+        members: dict[str, list[str]] = {}  # module -> its names jitted, factories, re-exported
         if imported_jit:
-            for name, module in by_module.items():
-                found = depends[name] = set()
-                for imported in module.imports:
-                    parts = imported.split(".")
-                    found.update(p for p in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if p in by_module and p != name)
+            for name in (*self._jitted, *self._factories, *self._aliases):
+                members.setdefault(name.rpartition(".")[0], []).append(name)
+        answers: dict[str, str] = {}
+
+        def answer(name: str) -> str:
+            known = answers.get(name)
+            if known is None:
+                target = self.canonical(name)
+                known = answers[name] = f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')}"
+            return known
+
         for display, module in facts:
             lines = [self.library.digest, module.module, str(imported_jit), str(display in self._calls_jitted)]
             lines += traced_only.get(module.module, ())
             if imported_jit:
-                seen = {module.module}
-                stack = [module.module]
-                while stack:
-                    for dependency in depends.get(stack.pop(), ()):
-                        if dependency not in seen:
-                            seen.add(dependency)
-                            stack.append(dependency)
-                lines += sorted(exported[name] for name in seen)
+                read: set[str] = set()
+                for name in module.imports | module.traced_calls | module.eager_calls:
+                    read.add(answer(name))
+                    if module.parsed:
+                        continue  # the names it calls are all there; the engine asks of calls
+                    modules, seen = [self.canonical(name)], set()
+                    while modules:  # a module: what it defines and re-exports
+                        inner = modules.pop()
+                        if inner not in seen:
+                            seen.add(inner)
+                            read.update(answer(member) for member in members.get(inner, ()))
+                            modules.extend(self._stars.get(inner, ()))
+                lines += sorted(read)
             self._digests[display] = hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()[:16]
         self.digest = hashlib.sha256("\n".join(sorted(self._digests.values())).encode()).hexdigest()[:16]
 
@@ -513,6 +521,7 @@ class _Summary:
             exports=self._exports(),
             factories=tuple(sorted(self._factories(jitted).items())),
             assigned=tuple(sorted(assigned)),
+            parsed=True,
         )
 
     def _exports(self) -> tuple[str, ...] | None:
@@ -627,6 +636,7 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
         "exports": list(facts.exports) if facts.exports is not None else None,
         "factories": [list(pair) for pair in facts.factories],
         "assigned": [list(pair) for pair in facts.assigned],
+        "parsed": facts.parsed,
     }
 
 
@@ -636,7 +646,9 @@ _NAMES = ("traced", "eager", "imports", "stars")
 
 def _stored_facts(entry: object) -> ModuleFacts | None:
     """The facts a cache entry holds, or None unless it has exactly the shape `_stored` writes."""
-    if not isinstance(entry, dict) or set(entry) != {"module", "exports", *_PAIRS, *_NAMES}:
+    if not isinstance(entry, dict) or set(entry) != {"module", "exports", "parsed", *_PAIRS, *_NAMES}:
+        return None
+    if not isinstance(entry["parsed"], bool):
         return None
     if not isinstance(entry["module"], str) or not all(isinstance(entry[k], list) for k in (*_PAIRS, *_NAMES)):
         return None
@@ -660,4 +672,5 @@ def _stored_facts(entry: object) -> ModuleFacts | None:
         exports=tuple(exports) if exports is not None else None,
         factories=pair("factories"),
         assigned=pair("assigned"),
+        parsed=entry["parsed"],
     )

@@ -159,3 +159,19 @@ def test_traced_only_callers_relint_the_callee(tmp_path: Path, run_cli, monkeypa
     train = tmp_path / "model" / "train.py"
     train.write_text(train.read_text().replace("@eqx.filter_jit\n", ""))  # now an eager caller
     assert check() == (["model/surgery.py", "model/train.py"], ["model/surgery.py"])
+
+
+def test_star_and_alias_cycles_end(tmp_path: Path, run_cli) -> None:
+    """Modules that re-export each other (`from .b import *` in a, `from .a import *` in b,
+    and names imported back and forth) are followed to an end, not forever."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from .a import *\nfrom .b import step\n")
+    (package / "a.py").write_text("from .b import *\nfrom .b import step as other\n")
+    (package / "b.py").write_text("import jax\nfrom .a import *\nfrom .a import other as step\n\n\nf = jax.jit(abs)\n")
+    (tmp_path / "loop.py").write_text(
+        "from pkg import step, missing, f\n\n\ndef run(xs, out):\n    for x in xs:\n        out.append(float(f(step(missing(x)))))\n"
+    )
+    result = run_cli("check", "--no-cache", "--preview", "--output-format", "json", "pkg", "loop.py")
+    assert result.exit_code == 1, result.output
+    assert [(f["path"], f["rule"]) for f in json.loads(result.stdout)] == [("loop.py", "host-copy-in-loop")]
