@@ -363,14 +363,25 @@ class HostCopyInLoop(Rule):
                     continue
                 if self._guarded(full, loop) or not _fresh(self.ctx, copy.value, value_path, loop):
                     continue
+                if _only_items(copy.value, loop):
+                    continue  # `int(angle)` for `angle in angles`: waits for a slice, not the loop's work
                 # A copy the loop needs at once (it decides what to do next, feeds the next
                 # iteration, or is a Python value a call needs now: `env.step(int(action))`)
-                # waits on every iteration whatever the other copies do.
-                if self._needed(node, full) or self._excused(node, loop, full):
+                # waits on every iteration whatever the other copies do. An array copied and
+                # handed back to compiled code (`apply(np.expand_dims(obs, 0))`) is a round
+                # trip, not a need: only Python values count there.
+                if copy.kind in _SCALAR_COPIES:
+                    needs = self._needed(node, full) or self._excused(node, loop, full)
+                else:
+                    needs = _tested_here(full, loop) or any(
+                        isinstance(p, cst.Call) and c is not p.func and _feeds_host_library(self.ctx, p, full)
+                        for p, c in zip(full, full[1:])
+                    )
+                if needs:
                     found = True
                     break
             elif isinstance(node, (cst.If, cst.CompIf)) and node is not loop and not self._guarded(full, loop):
-                if _converts(self.ctx, node.test, full, loop):
+                if not _only_items(node.test, loop) and _converts(self.ctx, node.test, full, loop):
                     found = True
                     break
         self._must_wait[id(loop)] = found
@@ -648,6 +659,8 @@ def _to_host_taken(ctx) -> bool:  # type: ignore[no-untyped-def]
 
 
 _DISPLAY = frozenset({"print()", "str()", "repr()", "format()"})
+# Copies that make a Python value (a number or a list), not a host array.
+_SCALAR_COPIES = frozenset({"float()", "int()", "bool()", "complex()", ".item()", ".tolist()"})
 _DISPLAY_ADVICE = (
     "waits for the device and copies to the host on every iteration of a loop that runs "
     "compiled device work, so the device idles while Python prints; log every N steps, or "
@@ -846,6 +859,39 @@ def _used_statically(ctx, loop: Loop, name: str, assignment: cst.CSTNode) -> boo
             if _feeds_host_library(ctx, node, [*path, node]):
                 return True
     return False
+
+
+def _only_items(expr: cst.BaseExpression, loop: Loop) -> bool:
+    """Whether `expr` reads nothing the loop computes but the items it iterates (`angle % 30`
+    in `for angle in angles`): waiting for it waits for a slice of an array made before the
+    loop, not for the device work of the iteration."""
+    names = free_names(expr)
+    if isinstance(loop, cst.For):
+        items = set(target_names(loop.target))
+    elif isinstance(loop, _COMPREHENSIONS):
+        items = {n for f in _comp_fors_of(loop) for n in target_names(f.target)}
+    else:
+        return False
+    return bool(names) and names <= items
+
+
+def _comp_fors_of(comp: cst.CSTNode) -> list[cst.CompFor]:
+    found = []
+    clause = getattr(comp, "for_in", None)
+    while clause is not None:
+        found.append(clause)
+        clause = clause.inner_for_in
+    return found
+
+
+def _tested_here(path: list[cst.CSTNode], loop: Loop) -> bool:
+    """Whether the end of `path` is inside a test that `loop` evaluates on each iteration
+    (an `if`, `while`, conditional expression or comprehension `if`)."""
+    start = _index(path, loop)
+    return any(
+        isinstance(p, (cst.If, cst.While, cst.IfExp, cst.CompIf)) and c is p.test
+        for p, c in zip(path[start:], path[start + 1 :])
+    )
 
 
 def _root_name(target: cst.BaseExpression) -> str | None:
