@@ -391,7 +391,7 @@ class HostCopyInLoop(Rule):
         """Whether the end of `path` runs only on some iterations of `loop`."""
         start = _index(path, loop)
         for parent, child in zip(path[start + 1 :], path[start + 2 :]):
-            if isinstance(parent, cst.If) and child is not parent.test:
+            if isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test:
                 if _sometimes(parent.test, loop):
                     return True
             if isinstance(parent, cst.ExceptHandler):
@@ -408,7 +408,7 @@ class HostCopyInLoop(Rule):
                 return True  # decides control flow: the loop needs the host value now
             if isinstance(parent, (cst.IfExp, cst.CompIf)) and child is parent.test:
                 return True
-            if isinstance(parent, cst.If) and child is not parent.test:
+            if isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test:
                 if _sometimes(parent.test, loop):
                     return True
             if isinstance(parent, (cst.ExceptHandler, cst.Assert)):
