@@ -29,6 +29,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from ._compile import _EXPLAIN_LOGGER, CompileCounter
+from ._eager import EagerOps
 from ._frames import user_frame
 from ._host_sync import HostSync, HostSyncCounter, in_batched_transfer
 
@@ -154,11 +155,13 @@ class _Compiles(CompileCounter):
 class _Syncs(HostSyncCounter):
     _timed = True
 
-    def __init__(self, sites: dict[Site, SyncSite]) -> None:
+    def __init__(self, sites: dict[Site, SyncSite], eager: EagerOps) -> None:
         super().__init__(forbid=False)
         self._sites = sites
+        self._eager = eager
 
     def _add_wait(self, event: HostSync, pending: bool, seconds: float) -> None:
+        self._eager.mark_synced(sys._getframe(1))
         where = _split_at(event.where)
         if where is None:
             return
@@ -205,6 +208,7 @@ class RunProfile:
         self.syncs: dict[Site, SyncSite] = {}
         self.filter_jit: dict[Site, CallSite] = {}
         self.tree_at: dict[Site, CallSite] = {}
+        self.eager = EagerOps()
         self._created: dict[int, Site] = {}
         self._lock = threading.Lock()
         self._local = _Local()
@@ -355,8 +359,9 @@ class RunProfile:
             import jax
 
             stack.enter_context(_Compiles(self.compiles, self._created))
-            stack.enter_context(_Syncs(self.syncs))
+            stack.enter_context(_Syncs(self.syncs, self.eager))
             _patch(stack, jax, "jit", self._wrap_jit(jax.jit))
+            self.eager.install(stack, _patch)
             try:
                 import equinox
                 import equinox._jit as eqx_jit

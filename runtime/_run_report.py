@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 Site = tuple[str, int]
 
 RULES = {
+    "JL001": "missing-jit",
     "JL002": "filter-jit-per-call",
     "JL003": "tree-at-batch",
     "JL004": "pad-final-batch",
@@ -30,6 +31,11 @@ RULES = {
 MIN_SYNCS = 5
 MIN_FILTER_JIT_CALLS = 5
 MIN_RECOMPILES = 2
+# A function run eagerly is JL001 when it was called this often (a loop, as for the other
+# per-call costs) and dispatched this many operations per call: a few calls with many operations
+# are setup, and many calls of one or two a helper too small to be worth a compiled program.
+MIN_EAGER_CALLS = MIN_SYNCS
+MIN_EAGER_OPS_PER_CALL = 3
 WAIT_SHARE = 0.01
 _CHANGE = re.compile(r"^\s*\* at (?P<path>.+?), now (?P<now>\S+) and before (?P<before>\S+?)\s*$", re.M)
 _TYPE = re.compile(r"^(?P<dtype>[a-z]+\d*)\[(?P<dims>[\d,]*)\]")
@@ -137,7 +143,7 @@ class RunReport:
             "device_count": jax.device_count(),
             "jax_version": jax.__version__,
         }
-        findings = self._compile_findings() + self._sync_findings() + self._call_findings()
+        findings = self._compile_findings() + self._sync_findings() + self._call_findings() + self._eager_findings()
         self.findings = sorted(findings, key=lambda f: (f.path, f.line, f.code))
 
     # -- compiles -----------------------------------------------------------------------------
@@ -278,6 +284,50 @@ class RunReport:
             ))  # fmt: skip
         return findings
 
+    # -- eager dispatch ------------------------------------------------------------------------
+    def _eager_findings(self) -> list[RunFinding]:
+        from jaxlint.rules.missing_jit import _SETUP  # names of one-shot setup code, as the static rule
+
+        functions = self._profile.eager.functions
+        # Functions jit could take whole: no host conversion inside, several operations per call.
+        jittable = {
+            code for code, fn in functions.items()
+            if fn.ops >= MIN_EAGER_OPS_PER_CALL * fn.calls and not fn.synced
+            and not code.co_name.startswith("<")  # module code, lambdas, comprehensions
+            and not _SETUP.match(code.co_name)
+        }  # fmt: skip
+
+        def inside_another(code: Any) -> bool:
+            """Whether a caller of `code` (at any depth) is jittable and called more than once:
+            that is the function to jit (a function called once is the program, its loop the
+            loop); when it ran too few times to be a loop, so did `code`'s work."""
+            seen, todo = {code}, list(functions[code].parents)
+            while todo:
+                parent = todo.pop()
+                if parent in jittable and functions[parent].calls > 1:
+                    return True
+                if parent not in seen and parent in functions:
+                    seen.add(parent)
+                    todo.extend(functions[parent].parents)
+            return False
+
+        candidates = [code for code in jittable if functions[code].calls >= MIN_EAGER_CALLS]
+        findings = []
+        for code in candidates:
+            if inside_another(code):
+                continue
+            fn = functions[code]
+            name = code.co_qualname if hasattr(code, "co_qualname") else code.co_name
+            path, line = fn.site
+            findings.append(RunFinding(
+                path, line, "JL001", RULES["JL001"],
+                f"`{name}` ran eagerly: called {fn.calls} times, it dispatched {fn.ops} JAX operations one "
+                f"by one ({fn.ops / fn.calls:.3g} per call), {fmt_seconds(fn.seconds)} in all; jit it "
+                "(`@jax.jit`, static arguments for its Python values) so that each call runs one compiled program",
+                fn.seconds, fn.calls, {"calls": fn.calls, "ops": fn.ops},
+            ))  # fmt: skip
+        return findings
+
     # -- per line -----------------------------------------------------------------------------
     def lines(self) -> list[dict[str, Any]]:
         """Everything measured at each user line, costliest first."""
@@ -300,11 +350,18 @@ class RunReport:
             row = table[site]
             row["tree_at_calls"] += call.calls
             row["tree_at_seconds"] += call.seconds
+        for fn in self._profile.eager.functions.values():
+            if fn.own_ops and not fn.code.co_name.startswith("<"):
+                row = table[fn.site]
+                row["eager_calls"] += fn.calls
+                row["eager_ops"] += fn.own_ops
+                row["eager_seconds"] += fn.own_seconds
         out = []
         for (path, line), row in table.items():
             cost = (
                 row.get("compile_seconds", 0.0) + row.get("host_wait_seconds", 0.0)
                 + row.get("filter_jit_overhead_seconds", 0.0) + row.get("tree_at_seconds", 0.0)
+                + row.get("eager_seconds", 0.0)
             )  # fmt: skip
             counts = {k: (int(v) if not k.endswith("seconds") else v) for k, v in row.items()}
             out.append({"path": path, "line": line, "seconds": cost, **counts})
@@ -360,6 +417,8 @@ class RunReport:
                     parts.append(f"{r['filter_jit_calls']} filter_jit calls")
                 if r.get("tree_at_calls"):
                     parts.append(f"{r['tree_at_calls']} tree_at calls")
+                if r.get("eager_ops"):
+                    parts.append(f"{r['eager_ops']} eager ops in {r['eager_calls']} calls")
                 where = f"{_display(r['path'], relative_to)}:{r['line']}"
                 rows.append(f"    {where:<40} {fmt_seconds(r['seconds']):>9}  {', '.join(parts)}")
         return "\n".join(rows)

@@ -51,8 +51,13 @@ RUNS = {
     "tree-at-batch/bad_attribute_target": {("JL003", 14), ("JL003", 19), ("JL003", 31)},
     "tree-at-batch/bad_plain_target": {("JL003", 11)},
     "tree-at-batch/bad_renamed_chain": {("JL003", 13), ("JL003", 21)},
-    # What a run cannot measure (eager op-by-op dispatch, timers) must not turn into other codes.
-    "missing-jit/bad_decode_loop": set(),
+    "missing-jit/bad_decode_loop": {("JL001", 22)},
+    # Three batches: too few calls for a run to call it a loop (5, as for host waits and filter_jit
+    # calls), and Block.__call__'s twelve belong to them (test_eager_function_called_in_a_loop_is_jl001).
+    "missing-jit/bad_extraction_loop": set(),
+    "missing-jit/bad_static_flags": {("JL001", 7)},
+    "missing-jit/bad_spellings": {("JL001", 16)},  # a module-level loop; score (22) is never called
+    # What a run cannot measure (timers) must not turn into other codes.
     "unsynced-timing/bad_epoch_timing": set(),
     "unsynced-timing/bad_timeit_lambda": set(),
 }
@@ -60,15 +65,18 @@ RUNS = {
 # bad_transformer_dropout (JL002 at their marked lines, like the cases above), and
 # tree-at-batch/bad_layer_loop (JL003 at line 15).
 CODES = {
-    "filter-jit-per-call": "JL002", "tree-at-batch": "JL003", "pad-final-batch": "JL004",
+    "missing-jit": "JL001", "filter-jit-per-call": "JL002", "tree-at-batch": "JL003", "pad-final-batch": "JL004",
     "host-copy-in-loop": "JL005", "jit-in-loop": "JL007", "growing-shape-loop": "JL008",
 }  # fmt: skip
 
 
 def _profile_main(path: Path):  # type: ignore[no-untyped-def]
+    """Profile the fixture's main(), or its import where the program is its module-level code."""
     with contextlib.redirect_stdout(io.StringIO()):
         with profile() as report:
-            load_module(path).main()
+            module = load_module(path)
+            if hasattr(module, "main"):
+                module.main()
     return report
 
 
@@ -130,6 +138,50 @@ def test_host_waits_on_running_device_work_are_jl005(tmp_path: Path) -> None:
     finding = report.findings[0]
     assert finding.count >= 4 and 0 < finding.seconds <= report.wall_seconds
     assert "np.asarray" in finding.message
+
+
+def test_eager_function_called_in_a_loop_is_jl001(tmp_path: Path) -> None:
+    path = _program(tmp_path, """\
+        import equinox as eqx
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+
+        class Block(eqx.Module):
+            weight: jax.Array
+
+            def __call__(self, x):
+                return jnp.tanh(x @ self.weight) + x
+
+        def forward(blocks, x):  # line 12: the function to jit, not Block.__call__ it calls
+            for block in blocks:
+                x = block(x)
+            return x.mean(axis=0)
+
+        def log(x):  # waits for the host: jit cannot take it whole
+            return float(jnp.sum(x * x) + jnp.max(x) - jnp.min(x))
+
+        def init_blocks(key):  # setup, however often it runs
+            return [Block(jax.random.normal(k, (4, 4)) / 4) for k in jax.random.split(key, 3)]
+
+        def main():
+            blocks = init_blocks(jax.random.PRNGKey(0))
+            x = jnp.ones((2, 4))
+            for _ in range(6):
+                init_blocks(jax.random.PRNGKey(1))
+                x = x + forward(blocks, x)
+                log(x)
+            for _ in range(4):  # too few calls to be a loop
+                forward(blocks, x)
+            return np.asarray(x)
+        """)
+    report = _profile_main(path)
+    [finding] = report.findings
+    assert (finding.code, finding.rule, finding.line, finding.count) == ("JL001", "missing-jit", 12, 10)
+    assert finding.detail["ops"] >= 10 * 8 and 0 < finding.seconds <= report.wall_seconds
+    assert finding.message.startswith("`forward` ran eagerly: called 10 times, it dispatched ")
+    row = next(r for r in report.to_dict()["lines"] if r["line"] == 9)  # Block.__call__'s own ops
+    assert row["eager_ops"] == 3 * 3 * 10 and row["eager_calls"] == 30
 
 
 def test_general_recompile_names_what_changed(tmp_path: Path) -> None:

@@ -1,0 +1,209 @@
+"""Eager JAX operations per user function: what `profile()` needs for JL001 (missing-jit).
+
+Op-by-op dispatch has no monitoring event, so the operations are counted at the Python entry
+points an eager program goes through while `profile()` runs:
+
+- the public `jax.numpy` (with `linalg` and `fft`) and `jax.nn` functions, looked up by name
+  at each call (`jnp.tanh(x)`); a function bound to another name before the block started is
+  not seen;
+- the operators and methods of `jax.Array` (`x @ w`, `x + 1`, `x[i]`, `x.sum()`);
+- primitives bound outside any trace (`lax.tanh(x)`), through `dispatch.xla_primitive_callable`.
+
+A call is an eager operation when it returns a concrete array (under a trace it returns a
+tracer, and costs once per compile). Nested calls (a `jnp` function implemented with other
+`jnp` functions) count once, at the outermost. Not counted: `x.at[i].set(v)`, properties
+(`x.T`), `jax.random` and functions of other libraries that dispatch through jax's C++ jit path
+without passing through these names.
+
+Each operation is charged to every user function on the Python stack (the functions of the
+user's files), with the time the call took; a new frame of a function is a new call of it.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._frames import is_library, user_frame
+
+
+_clock = time.perf_counter  # bound before `profile()` wraps the clocks
+_MODULES = ("jax.numpy", "jax.numpy.linalg", "jax.numpy.fft", "jax.nn")
+
+
+@dataclass
+class EagerFunction:
+    """Eager operations dispatched while one user function was on the stack."""
+
+    code: types.CodeType
+    calls: int = 0  # invocations that dispatched at least one operation
+    ops: int = 0  # operations, its callees' included
+    seconds: float = 0.0  # time inside those operations
+    own_ops: int = 0  # operations dispatched from its own lines
+    own_seconds: float = 0.0
+    synced: bool = False  # an invocation converted a device array to a host value (cannot be jitted as is)
+    parents: set[types.CodeType] = field(default_factory=set)
+    last: types.FrameType | None = field(default=None, repr=False)
+
+    @property
+    def site(self) -> tuple[str, int]:
+        return (self.code.co_filename, self.code.co_firstlineno)
+
+
+class _Local(threading.local):
+    def __init__(self) -> None:
+        self.depth = 0
+        self.frame: types.FrameType | None = None  # the innermost user frame of the last operation
+        self.chain: list[EagerFunction] = []  # its user frames' functions, innermost first
+
+
+class EagerOps:
+    """Counts eager operations per user function while installed (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.functions: dict[types.CodeType, EagerFunction] = {}
+        self._local = _Local()
+        self._lock = threading.Lock()
+        self._active = False
+
+    # -- recording ----------------------------------------------------------------------------
+    def _entry(self, code: types.CodeType) -> EagerFunction:
+        entry = self.functions.get(code)
+        if entry is None:
+            with self._lock:
+                entry = self.functions.setdefault(code, EagerFunction(code))
+        return entry
+
+    def _chain(self, frame: types.FrameType) -> list[EagerFunction]:
+        """The functions of the user frames from `frame` outwards, each new frame a new call."""
+        chain = []
+        while frame is not None:
+            if not is_library(frame.f_code.co_filename):
+                entry = self._entry(frame.f_code)
+                if entry.last is not frame:
+                    entry.last = frame
+                    entry.calls += 1
+                if chain:
+                    chain[-1].parents.add(frame.f_code)
+                chain.append(entry)
+            frame = frame.f_back
+        return chain
+
+    def _record(self, frame: types.FrameType | None, seconds: float) -> None:
+        frame = user_frame(frame)
+        if frame is None:
+            return
+        local = self._local
+        if frame is not local.frame:
+            local.frame, local.chain = frame, self._chain(frame)
+        chain = local.chain
+        chain[0].own_ops += 1
+        chain[0].own_seconds += seconds
+        for entry in chain:
+            entry.ops += 1
+            entry.seconds += seconds
+
+    def mark_synced(self, frame: types.FrameType | None) -> None:
+        """A host conversion was made from `frame`: the user functions on the stack wait for
+        the device, so jit cannot take them whole."""
+        while frame is not None:
+            if not is_library(frame.f_code.co_filename):
+                self._entry(frame.f_code).synced = True
+            frame = frame.f_back
+
+    # -- wrappers -----------------------------------------------------------------------------
+    def _wrap(self, original: Callable[..., Any], array_type: type) -> Callable[..., Any]:
+        local = self._local
+        record = self._record
+
+        def op(*args: Any, **kwargs: Any) -> Any:
+            if local.depth or not self._active:
+                return original(*args, **kwargs)
+            local.depth += 1
+            start = _clock()
+            try:
+                result = original(*args, **kwargs)
+            finally:
+                local.depth -= 1
+            kind = type(result)
+            if kind is array_type or (kind is tuple and result and type(result[0]) is array_type):
+                record(sys._getframe(1), _clock() - start)
+            return result
+
+        try:
+            functools.update_wrapper(op, original)
+        except (AttributeError, TypeError):  # pragma: no cover - an object without the usual attributes
+            op.__wrapped__ = original  # type: ignore[attr-defined]
+        return op
+
+    def _wrap_primitive_callable(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        local = self._local
+        record = self._record
+
+        def xla_primitive_callable(prim: Any, **params: Any) -> Any:
+            fun = original(prim, **params)
+            if local.depth or not self._active:
+                return fun
+
+            def run(*args: Any) -> Any:
+                local.depth += 1
+                start = _clock()
+                try:
+                    return fun(*args)
+                finally:
+                    local.depth -= 1
+                    record(sys._getframe(1), _clock() - start)
+
+            return run
+
+        return xla_primitive_callable
+
+    def install(self, stack: ExitStack, patch: Callable[[ExitStack, Any, str, Any], None]) -> None:
+        """Wrap the entry points (restored when `stack` closes)."""
+        import importlib
+
+        from ._host_sync import _METHODS, _array_type
+
+        array_type = _array_type()
+        for name in _MODULES:
+            try:
+                module = importlib.import_module(name)
+            except ImportError:  # pragma: no cover - an older jax without one of them
+                continue
+            for attr, value in list(vars(module).items()):
+                if attr.startswith("_") or isinstance(value, (type, types.ModuleType)) or not callable(value):
+                    continue
+                patch(stack, module, attr, self._wrap(value, array_type))
+        methods: set[str] = {"__getitem__"}
+        try:
+            from jax._src.numpy import array_methods
+        except ImportError:  # pragma: no cover
+            pass
+        else:
+            methods |= {f"__{k}__" for k in getattr(array_methods, "_array_operators", {})}
+            methods |= set(getattr(array_methods, "_array_methods", {}))
+        for attr in sorted(methods - set(_METHODS)):  # conversions: count_host_syncs wraps those
+            value = vars(array_type).get(attr)
+            if value is not None and callable(value) and not isinstance(value, (type, property)):
+                patch(stack, array_type, attr, self._wrap(value, array_type))
+        try:
+            from jax._src import dispatch
+        except ImportError:  # pragma: no cover
+            dispatch = None
+        if dispatch is not None and callable(getattr(dispatch, "xla_primitive_callable", None)):
+            patch(stack, dispatch, "xla_primitive_callable", self._wrap_primitive_callable(dispatch.xla_primitive_callable))
+        self._active = True
+        stack.callback(self._close)
+
+    def _close(self) -> None:
+        self._active = False
+        self._local.frame, self._local.chain = None, []
+        for entry in self.functions.values():
+            entry.last = None
