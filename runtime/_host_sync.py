@@ -14,6 +14,9 @@ from typing import Any, NamedTuple
 from ._frames import user_frame
 
 
+_clock = time.perf_counter  # bound at import: `profile()` wraps time.perf_counter
+
+
 # jax.Array attribute -> how the user spells the conversion. Each of these reads the array's
 # value on the host (`_value`, or `np.asarray(self)` for `item`), so it waits for the pending
 # computation and copies (jax/_src/array.py, jax/_src/numpy/array_methods.py in jax 0.10.2).
@@ -120,13 +123,13 @@ def _convert(original: Any, kind: str, subject: Any, args: Any, kwargs: Any) -> 
     pending = _pending(subject) if timed else False
     event = _record(kind, subject)
     state.depth += 1
-    start = time.perf_counter() if timed else 0.0
+    start = _clock() if timed else 0.0
     try:
         return original(*args, **kwargs)
     finally:
         state.depth -= 1
         if timed:
-            seconds = time.perf_counter() - start
+            seconds = _clock() - start
             for counter in timed:
                 counter._add_wait(event, pending, seconds)
 

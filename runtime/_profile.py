@@ -32,8 +32,10 @@ from ._compile import _EXPLAIN_LOGGER, CompileCounter
 from ._eager import EagerOps
 from ._frames import user_frame
 from ._host_sync import HostSync, HostSyncCounter, in_batched_transfer
+from ._timers import TimerReads
 
 
+_clock = time.perf_counter  # bound before `profile()` wraps the clocks
 Site = tuple[str, int]  # (absolute file name, line)
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
@@ -209,12 +211,14 @@ class RunProfile:
         self.filter_jit: dict[Site, CallSite] = {}
         self.tree_at: dict[Site, CallSite] = {}
         self.eager = EagerOps()
+        self.timers = TimerReads()
         self._created: dict[int, Site] = {}
         self._lock = threading.Lock()
         self._local = _Local()
         self._names: dict[int, str] = {}
         self._stack: ExitStack | None = None
         self._start = 0.0
+        self.end = 0.0
         self.wall = 0.0
         self.report = RunReport(self)
 
@@ -258,11 +262,11 @@ class RunProfile:
             site = _site(sys._getframe(1))
             outer, local.overhead = local.overhead, 0.0
             local.depth += 1
-            start = time.perf_counter()
+            start = _clock()
             try:
                 return original(jit_wrapper, is_lower, args, kwargs)
             finally:
-                seconds = time.perf_counter() - start
+                seconds = _clock() - start
                 local.depth -= 1
                 overhead, local.overhead = local.overhead, outer
                 if site is not None:
@@ -274,11 +278,11 @@ class RunProfile:
         local = self._local
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start = _clock()
             try:
                 return original(*args, **kwargs)
             finally:
-                local.overhead += time.perf_counter() - start
+                local.overhead += _clock() - start
 
         return timed
 
@@ -308,11 +312,11 @@ class RunProfile:
             if frame is None or local.depth or _traced(args, kwargs):
                 return original(*args, **kwargs)
             site = (frame.f_code.co_filename, frame.f_lineno)
-            start = time.perf_counter()
+            start = _clock()
             try:
                 return original(*args, **kwargs)
             finally:
-                seconds = time.perf_counter() - start
+                seconds = _clock() - start
                 self._add_call(self.tree_at, site, "eqx.tree_at", seconds, 0.0)
                 self._extend_burst(frame, site, seconds)
 
@@ -362,6 +366,7 @@ class RunProfile:
             stack.enter_context(_Syncs(self.syncs, self.eager))
             _patch(stack, jax, "jit", self._wrap_jit(jax.jit))
             self.eager.install(stack, _patch)
+            self.timers.install(stack, _patch)
             try:
                 import equinox
                 import equinox._jit as eqx_jit
@@ -379,7 +384,7 @@ class RunProfile:
             stack.close()
             raise
         self._stack = stack
-        self._start = time.perf_counter()
+        self._start = _clock()
         return self.report
 
     def __exit__(
@@ -388,7 +393,8 @@ class RunProfile:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.wall = time.perf_counter() - self._start
+        self.end = _clock()
+        self.wall = self.end - self._start
         if self._stack is not None:
             self._stack.close()
             self._stack = None

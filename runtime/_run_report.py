@@ -22,6 +22,7 @@ RULES = {
     "JL003": "tree-at-batch",
     "JL004": "pad-final-batch",
     "JL005": "host-copy-in-loop",
+    "JL006": "unsynced-timing",
     "JL007": "jit-in-loop",
     "JL008": "growing-shape-loop",
     "JL100": "recompile",
@@ -144,6 +145,7 @@ class RunReport:
             "jax_version": jax.__version__,
         }
         findings = self._compile_findings() + self._sync_findings() + self._call_findings() + self._eager_findings()
+        findings += self._timer_findings()
         self.findings = sorted(findings, key=lambda f: (f.path, f.line, f.code))
 
     # -- compiles -----------------------------------------------------------------------------
@@ -328,6 +330,41 @@ class RunReport:
             ))  # fmt: skip
         return findings
 
+    # -- timers -------------------------------------------------------------------------------
+    def _timer_gaps(self) -> list[tuple[Any, float]]:
+        """Each read that found device work running, with how much later that work finished:
+        until its last array was ready, the next such read or the end of the block, whichever
+        came first (so that the gaps never overlap)."""
+        p = self._profile
+        reads = sorted(p.timers.reads, key=lambda r: r.at)
+        out = []
+        for read, after in zip(reads, [r.at for r in reads[1:]] + [p.end]):
+            done = p.end if read.done is None else read.done
+            out.append((read, max(0.0, min(done, after, p.end) - read.at)))
+        return out
+
+    def _timer_findings(self) -> list[RunFinding]:
+        by_site: dict[Site, list[float]] = defaultdict(list)
+        arrays: dict[Site, int] = defaultdict(int)
+        for read, gap in self._timer_gaps():
+            if read.ended_interval:
+                by_site[read.site].append(gap)
+                arrays[read.site] += read.arrays
+        findings = []
+        for (path, line), gaps in by_site.items():
+            n, total = len(gaps), sum(gaps)
+            times = "once" if n == 1 else f"{n} times"
+            findings.append(RunFinding(
+                path, line, "JL006", RULES["JL006"],
+                f"the clock read here ended a timed interval {times} while device work dispatched in it "
+                f"was still running ({arrays[(path, line)]} arrays), which finished {fmt_seconds(total)} "
+                f"later{' in all' if n > 1 else ''}: the interval timed the dispatch, not the computation; "
+                "call `jax.block_until_ready(...)` on the results before reading the clock "
+                "(or time with `jaxlint.runtime.benchmark`)",
+                total, n, {"reads": n, "arrays": arrays[(path, line)]},
+            ))  # fmt: skip
+        return findings
+
     # -- per line -----------------------------------------------------------------------------
     def lines(self) -> list[dict[str, Any]]:
         """Everything measured at each user line, costliest first."""
@@ -350,6 +387,10 @@ class RunReport:
             row = table[site]
             row["tree_at_calls"] += call.calls
             row["tree_at_seconds"] += call.seconds
+        for read, gap in self._timer_gaps():
+            row = table[read.site]
+            row["timer_reads_running"] += 1
+            row["timer_gap_seconds"] += gap
         for fn in self._profile.eager.functions.values():
             if fn.own_ops and not fn.code.co_name.startswith("<"):
                 row = table[fn.site]
@@ -361,7 +402,7 @@ class RunReport:
             cost = (
                 row.get("compile_seconds", 0.0) + row.get("host_wait_seconds", 0.0)
                 + row.get("filter_jit_overhead_seconds", 0.0) + row.get("tree_at_seconds", 0.0)
-                + row.get("eager_seconds", 0.0)
+                + row.get("eager_seconds", 0.0) + row.get("timer_gap_seconds", 0.0)
             )  # fmt: skip
             counts = {k: (int(v) if not k.endswith("seconds") else v) for k, v in row.items()}
             out.append({"path": path, "line": line, "seconds": cost, **counts})
@@ -417,6 +458,8 @@ class RunReport:
                     parts.append(f"{r['filter_jit_calls']} filter_jit calls")
                 if r.get("tree_at_calls"):
                     parts.append(f"{r['tree_at_calls']} tree_at calls")
+                if r.get("timer_reads_running"):
+                    parts.append(f"{r['timer_reads_running']} clock reads with work running")
                 if r.get("eager_ops"):
                     parts.append(f"{r['eager_ops']} eager ops in {r['eager_calls']} calls")
                 where = f"{_display(r['path'], relative_to)}:{r['line']}"

@@ -5,7 +5,10 @@ The runnable fixtures are the programs: each `bad_*.py` must give its rule's cod
 it marks `# expect:` (only those its `main()` reaches), and its `.fixed.py` nothing. Compile,
 `tree_at` and `filter_jit` findings are counted, so the tests assert them exactly; whether a
 host conversion waited for the device depends on timing, so JL005 is only asserted where the
-device work is long enough to be still running (and never where none is expected).
+device work is long enough to be still running (and never where none is expected). So is
+JL006, a clock read while device work was still running: on CPU the fixtures' small
+computations have often finished by then (XLA's CPU client runs some inline), so the fixtures
+may show it at their marked lines, and a test program with long device work must.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from jaxlint.runtime import profile  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
-TIMING_CODES = {"JL005"}
+TIMING_CODES = {"JL005", "JL006"}
 
 # fixture -> the (code, line)s its main() reaches; every other `# expect:` line is in a
 # function main() does not call.
@@ -57,8 +60,11 @@ RUNS = {
     "missing-jit/bad_extraction_loop": set(),
     "missing-jit/bad_static_flags": {("JL001", 7)},
     "missing-jit/bad_spellings": {("JL001", 16)},  # a module-level loop; score (22) is never called
-    # What a run cannot measure (timers) must not turn into other codes.
+    # JL006 only (a timing code: at marked lines when the work was still running at the read).
+    "unsynced-timing/bad_benchmark_loop": set(),
     "unsynced-timing/bad_epoch_timing": set(),
+    "unsynced-timing/bad_jitted_by_other_means": set(),
+    "unsynced-timing/bad_jnp_only": set(),
     "unsynced-timing/bad_timeit_lambda": set(),
 }
 # Not run here, for time (each takes 5-15 s on CI): filter-jit-per-call/bad_mlp_training and
@@ -66,7 +72,7 @@ RUNS = {
 # tree-at-batch/bad_layer_loop (JL003 at line 15).
 CODES = {
     "missing-jit": "JL001", "filter-jit-per-call": "JL002", "tree-at-batch": "JL003", "pad-final-batch": "JL004",
-    "host-copy-in-loop": "JL005", "jit-in-loop": "JL007", "growing-shape-loop": "JL008",
+    "host-copy-in-loop": "JL005", "unsynced-timing": "JL006", "jit-in-loop": "JL007", "growing-shape-loop": "JL008",
 }  # fmt: skip
 
 
@@ -182,6 +188,76 @@ def test_eager_function_called_in_a_loop_is_jl001(tmp_path: Path) -> None:
     assert finding.message.startswith("`forward` ran eagerly: called 10 times, it dispatched ")
     row = next(r for r in report.to_dict()["lines"] if r["line"] == 9)  # Block.__call__'s own ops
     assert row["eager_ops"] == 3 * 3 * 10 and row["eager_calls"] == 30
+
+
+SLOW = textwrap.dedent("""\
+    import time
+    import timeit
+
+    import jax
+    import jax.numpy as jnp
+
+    @jax.jit
+    def slow(x):
+        for _ in range(30):
+            x = jnp.tanh(x @ x) / 2
+        return x
+
+    """)
+
+
+def test_clock_read_while_device_work_runs_is_jl006(tmp_path: Path) -> None:
+    path = _program(tmp_path, SLOW + textwrap.dedent("""\
+        def main():
+            x = jnp.ones((256, 256))
+            slow(x).block_until_ready()
+            y = slow(x)
+            start = time.perf_counter()  # y still running, but this read starts an interval
+            z = slow(x)
+            elapsed = time.perf_counter() - start  # line 19: z still running
+            jax.block_until_ready((y, z))
+            times = timeit.repeat(lambda: slow(x), number=1, repeat=3)  # line 21
+            begin = time.perf_counter_ns()
+            jax.block_until_ready(slow(x))
+            waited = time.perf_counter_ns() - begin  # waited for: no finding
+            return elapsed, times, waited
+        """))
+    with contextlib.redirect_stdout(io.StringIO()):
+        with profile() as report:
+            elapsed, times, waited = load_module(path).main()
+    assert [(f.code, f.rule, f.line) for f in report.findings] == [("JL006", "unsynced-timing", 19), ("JL006", "unsynced-timing", 21)]
+    at19, at21 = report.findings
+    assert (at19.count, at21.count) == (1, 3)
+    assert 0 < at19.seconds and sum(f.seconds for f in report.findings) <= report.wall_seconds
+    assert "while device work dispatched in it was still running" in at19.message
+    # What the program got are its clock's values, as plain numbers once used.
+    assert type(elapsed) is float and type(waited) is int and all(type(t) is float for t in times)
+    row = next(r for r in report.to_dict()["lines"] if r["line"] == 19)
+    assert row["timer_reads_running"] == 1 and row["timer_gap_seconds"] == at19.seconds
+
+
+def test_clock_read_after_waiting_is_no_jl006(tmp_path: Path) -> None:
+    import pickle
+    import time
+
+    path = _program(tmp_path, SLOW + textwrap.dedent("""\
+        def main():
+            x = jnp.ones((256, 256))
+            slow(x).block_until_ready()
+            y = slow(x)
+            stamp = time.perf_counter()  # y still running: this value remembers the read
+            start = time.perf_counter()
+            jax.block_until_ready(slow(x))
+            return stamp, time.perf_counter() - start, time.time()
+        """))
+    with contextlib.redirect_stdout(io.StringIO()):
+        with profile() as report:
+            stamp, elapsed, now = load_module(path).main()
+    assert report.findings == []
+    assert isinstance(stamp, float) and pickle.loads(pickle.dumps(stamp)) == stamp
+    assert type(pickle.loads(pickle.dumps(stamp))) is float
+    assert type(elapsed) is float and type(now) is float and abs(now - time.time()) < 60
+    assert time.perf_counter.__module__ == "time"  # restored
 
 
 def test_general_recompile_names_what_changed(tmp_path: Path) -> None:

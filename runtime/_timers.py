@@ -1,0 +1,220 @@
+"""Clock reads made while device work was still running: what `profile()` needs for JL006
+(unsynced-timing).
+
+While `profile()` runs, the clocks of `time` (`time`, `perf_counter`, `monotonic`,
+`process_time` and their `_ns` forms) and the timer `timeit` uses are wrapped. A read from
+the user's code asks jax which live arrays are not computed yet (`jax.live_arrays()`,
+`is_ready()`), leaving out those an earlier read already saw running. When there are some, the
+value the program gets is a `float` (or `int`) that remembers the read: subtracted from
+(`now - start`), the read ended a timed interval while that work was running, so the
+interval measured its dispatch, not its compute. A helper thread waits for that work and
+records how much later it finished: the measured gap. Reads with nothing running return the
+clock's own value, untouched. While it waits, the interpreter's switch interval is lowered
+to 0.1 ms so that the helper sees the work finish within that much of it, not up to 5 ms
+later while the program runs Python.
+
+Reads from libraries (jax, logging, progress bars) are not examined. The cost is one
+`jax.live_arrays()` per read from user code.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+from ._frames import is_library, user_frame
+
+
+_clock = time.perf_counter  # bound before `profile()` wraps the clocks
+_CLOCKS = ("time", "perf_counter", "monotonic", "process_time", "time_ns", "perf_counter_ns", "monotonic_ns",
+           "process_time_ns")  # fmt: skip
+_WAIT_LIMIT = 60.0  # seconds the end of a profile waits for work still running at a read
+_SWITCH_INTERVAL = 1e-4
+
+
+@dataclass
+class TimerRead:
+    """One read of a clock from a user line while device work dispatched since the previous
+    such read was still running."""
+
+    site: tuple[str, int]
+    at: float  # perf_counter when the clock was read
+    arrays: int  # arrays still being computed
+    ended_interval: bool = False  # the value was subtracted from: `now - start`
+    done: float | None = None  # perf_counter when the last of them was ready
+
+
+class _Stamp(float):
+    """A clock value that says when it ends an interval (`self - start`)."""
+
+    _read: TimerRead
+
+    def __sub__(self, other: Any) -> Any:
+        self._read.ended_interval = True
+        return float(self) - other
+
+    def __rsub__(self, other: Any) -> Any:
+        return other - float(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (float, (float(self),))
+
+
+class _StampNs(int):
+    _read: TimerRead
+
+    def __sub__(self, other: Any) -> Any:
+        self._read.ended_interval = True
+        return int(self) - other
+
+    def __rsub__(self, other: Any) -> Any:
+        return other - int(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (int, (int(self),))
+
+
+class TimerReads:
+    """Installs the clock wrappers and keeps the reads that found device work running."""
+
+    def __init__(self) -> None:
+        self.reads: list[TimerRead] = []
+        self._seen: set[int] = set()  # ids of the arrays the previous read found running
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[tuple[TimerRead, list[Any]] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._active = False
+        self._local = threading.local()
+        self._interval = sys.getswitchinterval()
+        self._kept: Any = None
+
+    def _read(self, site: tuple[str, int], clock: Callable[[], Any]) -> Any:
+        value = clock()
+        local = self._local
+        if getattr(local, "busy", False):
+            return value
+        local.busy = True
+        try:
+            import jax
+
+            running = []
+            for array in jax.live_arrays():
+                try:
+                    if not array.is_ready():
+                        running.append(array)
+                except Exception:  # noqa: BLE001, S112 - a deleted or donated array
+                    continue
+            with self._lock:
+                ids = {id(a) for a in running}
+                new = [a for a in running if id(a) not in self._seen]
+                self._seen = ids
+                if not new:
+                    return value
+                read = TimerRead(site, _clock(), len(new))
+                self.reads.append(read)
+            self._watch(read, new)
+        finally:
+            local.busy = False
+        stamp = (_StampNs if isinstance(value, int) else _Stamp)(value)
+        stamp._read = read
+        return stamp
+
+    def _watch(self, read: TimerRead, arrays: list[Any]) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._wait_loop, name="jaxlint-timer-reads", daemon=True)
+            self._thread.start()
+        sys.setswitchinterval(min(self._interval, _SWITCH_INTERVAL))
+        self._queue.put((read, arrays))
+
+    def _wait_loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            read, arrays = item
+            for array in arrays:
+                try:
+                    array.block_until_ready()
+                except Exception:  # noqa: BLE001, S112 - deleted, donated or failed: done either way
+                    continue
+            read.done = _clock()
+            del arrays, item
+            if self._queue.empty():
+                sys.setswitchinterval(self._interval)
+
+    # -- wrappers -----------------------------------------------------------------------------
+    def _wrap_clock(self, original: Callable[[], Any]) -> Callable[[], Any]:
+        def clock() -> Any:
+            if not self._active:
+                return original()
+            frame = sys._getframe(1)
+            if is_library(frame.f_code.co_filename):
+                return original()
+            return self._read((frame.f_code.co_filename, frame.f_lineno), original)
+
+        clock.__name__ = getattr(original, "__name__", "clock")
+        clock.__doc__ = getattr(original, "__doc__", None)
+        clock.__wrapped__ = original  # type: ignore[attr-defined]
+        return clock
+
+    def _wrap_timeit(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def timeit(timer: Any, *args: Any, **kwargs: Any) -> Any:
+            frame = user_frame(sys._getframe(1))
+            if not self._active or frame is None:
+                return original(timer, *args, **kwargs)
+            site = (frame.f_code.co_filename, frame.f_lineno)
+            clock = timer.timer
+            timer.timer = lambda: self._read(site, clock)
+            try:
+                return original(timer, *args, **kwargs)
+            finally:
+                timer.timer = clock
+
+        timeit.__doc__ = original.__doc__
+        return timeit
+
+    def _wrap_timer_init(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def __init__(timer: Any, stmt: Any = "pass", *args: Any, **kwargs: Any) -> None:
+            if self._active and callable(stmt):
+                statement = stmt
+
+                def stmt() -> Any:
+                    # timeit drops what the statement returns: keep the last result alive, so
+                    # that the clock read after it can see whether it is still being computed.
+                    self._kept = statement()
+                    return self._kept
+
+            original(timer, stmt, *args, **kwargs)
+
+        __init__.__doc__ = original.__doc__
+        return __init__
+
+    def install(self, stack: ExitStack, patch: Callable[[ExitStack, Any, str, Any], None]) -> None:
+        """Wrap the clocks (restored when `stack` closes, after the running work is waited for)."""
+        import timeit
+
+        self._interval = sys.getswitchinterval()
+        stack.callback(self._close)
+        for name in _CLOCKS:
+            if hasattr(time, name):
+                patch(stack, time, name, self._wrap_clock(getattr(time, name)))
+        patch(stack, timeit, "default_timer", self._wrap_clock(timeit.default_timer))
+        patch(stack, timeit.Timer, "timeit", self._wrap_timeit(timeit.Timer.timeit))
+        patch(stack, timeit.Timer, "__init__", self._wrap_timer_init(timeit.Timer.__init__))
+        self._active = True
+
+    def _close(self) -> None:
+        self._active = False
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(_WAIT_LIMIT)
+            self._thread = None
+        sys.setswitchinterval(self._interval)
+        self._seen = set()
+        self._kept = None
