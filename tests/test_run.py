@@ -67,9 +67,15 @@ RUNS = {
     "unsynced-timing/bad_jnp_only": set(),
     "unsynced-timing/bad_timeit_lambda": set(),
 }
-# Not run here, for time (each takes 5-15 s on CI): filter-jit-per-call/bad_mlp_training and
-# bad_transformer_dropout (JL002 at their marked lines, like the cases above), and
-# tree-at-batch/bad_layer_loop (JL003 at line 15).
+# Slow: nearly all of their time is compiling (random initialisers, an adam step, attention), which
+# no smaller size or fewer steps would shorten; their bad and fixed runs share one worker, and so
+# jax's in-memory cache of those compiles.
+SLOW_RUNS = {
+    "filter-jit-per-call/bad_mlp_training": {("JL002", 36), ("JL002", 40)},
+    "filter-jit-per-call/bad_transformer_dropout": {("JL002", 78), ("JL002", 82)},
+    "tree-at-batch/bad_layer_loop": {("JL003", 15)},
+}
+RUNS.update(SLOW_RUNS)
 CODES = {
     "missing-jit": "JL001", "filter-jit-per-call": "JL002", "tree-at-batch": "JL003", "pad-final-batch": "JL004",
     "host-copy-in-loop": "JL005", "unsynced-timing": "JL006", "jit-in-loop": "JL007", "growing-shape-loop": "JL008",
@@ -95,7 +101,11 @@ def _expected_lines(path: Path) -> set[tuple[str, int]]:
     return marks
 
 
-@pytest.mark.parametrize("case", sorted(RUNS))
+def _cases(cases):  # type: ignore[no-untyped-def]
+    return [pytest.param(c, marks=pytest.mark.xdist_group("run-slow-fixtures")) if c in SLOW_RUNS else c for c in sorted(cases)]
+
+
+@pytest.mark.parametrize("case", _cases(RUNS))
 def test_bad_fixture_run_reports_its_code_at_its_lines(case: str) -> None:
     path = FIXTURES / f"{case}.py"
     report = _profile_main(path)
@@ -107,7 +117,7 @@ def test_bad_fixture_run_reports_its_code_at_its_lines(case: str) -> None:
     assert all(f.seconds >= 0 and f.count >= 1 for f in report.findings)
 
 
-@pytest.mark.parametrize("case", sorted(c for c in RUNS if (FIXTURES / f"{c}.fixed.py").is_file()))
+@pytest.mark.parametrize("case", _cases(c for c in RUNS if (FIXTURES / f"{c}.fixed.py").is_file()))
 def test_fixed_fixture_run_reports_nothing(case: str) -> None:
     report = _profile_main(FIXTURES / f"{case}.fixed.py")
     assert report.findings == []
