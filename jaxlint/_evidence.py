@@ -101,6 +101,14 @@ def _no_cost(code: str, row: dict[str, Any]) -> str | None:
         )
     if code == "JL003" and row.get("tree_at_calls", 0) >= MANY:
         return f"the run called `eqx.tree_at` here {row['tree_at_calls']} times, never twice in one run of the function"
+    if code == "JL001" and row.get("eager_calls", 0) >= MANY:
+        ops = row.get("eager_ops", 0)
+        return (
+            f"the run called this function {row['eager_calls']} times; from its own lines it dispatched {ops} "
+            f"JAX operations eagerly ({ops / row['eager_calls']:.3g} per call), {_seconds(row.get('eager_seconds', 0.0))} in all"
+        )
+    if code == "JL006" and row.get("timer_reads") and not row.get("timer_reads_running"):
+        return f"the run read the clock here {row['timer_reads']} time(s), and no device work was running at any of them"
     if code in _COMPILE_CODES and row.get("compiles"):
         return f"the run compiled here {row['compiles']} time(s) and measured no avoidable recompile"
     return None

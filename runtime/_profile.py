@@ -14,6 +14,8 @@ What is recorded, and how:
 - **Python overhead**: time in `eqx.filter_jit`'s flattening and rebuilding of pytrees
   (`_preprocess`/`_postprocess`) per call site, and time in `eqx.tree_at` per call site, with
   the calls one function invocation made in a row.
+- **eager dispatch**: JAX operations run outside any trace, per user function (`_eager`).
+- **clock reads** made while device work was still running (`_timers`).
 """
 
 from __future__ import annotations
@@ -431,6 +433,11 @@ def profile() -> RunProfile:
       line, with the time its wrapper spent flattening and rebuilding pytrees.
     - **JL003** (tree-at-batch): one invocation of a function calling `eqx.tree_at` several
       times (a loop or a chain), with the time those calls took.
+    - **JL001** (missing-jit): a function of yours called many times that ran its JAX
+      operations eagerly, one dispatch each, with their count and the time they took.
+    - **JL006** (unsynced-timing): a clock read (`time.perf_counter()`, `timeit`) that ended a
+      timed interval while device work dispatched in it was still running, with how much
+      later that work finished.
 
     !!! Example
 
@@ -465,7 +472,8 @@ def profile() -> RunProfile:
 
         `count_compiles` and `count_host_syncs` count one kind of event in a block; this joins
         them to source lines and jaxlint's codes. What host waits it cannot see on CPU is listed
-        in `count_host_syncs`. `eqx.tree_at` and `from jax import jit` bound to a name before
+        in `count_host_syncs`. While the block runs, the clocks of `time` return, to your code,
+        a `float` subclass when device work was running at the read (it pickles as a float). `eqx.tree_at` and `from jax import jit` bound to a name before
         the block starts are not wrapped (`jaxlint run` starts before the program imports them).
     """
     return RunProfile()

@@ -387,6 +387,8 @@ class RunReport:
             row = table[site]
             row["tree_at_calls"] += call.calls
             row["tree_at_seconds"] += call.seconds
+        for site, count in self._profile.timers.counts.items():
+            table[site]["timer_reads"] += count
         for read, gap in self._timer_gaps():
             row = table[read.site]
             row["timer_reads_running"] += 1

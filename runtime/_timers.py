@@ -85,6 +85,7 @@ class TimerReads:
 
     def __init__(self) -> None:
         self.reads: list[TimerRead] = []
+        self.counts: dict[tuple[str, int], int] = {}  # every read from a user line, per line
         self._seen: set[int] = set()  # ids of the arrays the previous read found running
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[TimerRead, list[Any]] | None] = queue.Queue()
@@ -102,6 +103,8 @@ class TimerReads:
         local.busy = True
         try:
             import jax
+
+            self.counts[site] = self.counts.get(site, 0) + 1
 
             running = []
             for array in jax.live_arrays():
