@@ -488,6 +488,61 @@ def test_check_evidence_says_when_a_flagged_line_cost_nothing(run_cli, tmp_path:
     assert any("converted device arrays here 50 times and none of them waited" in e for e in finding["evidence"])
 
 
+def test_check_evidence_with_eager_dispatch_and_clock_reads(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """End to end: the run's JL001 and JL006 join `check`'s findings."""
+    source = (FIXTURES / "missing-jit/bad_decode_loop.py").read_text(encoding="utf-8") + SLOW.replace(
+        "import time\nimport timeit\n\nimport jax\nimport jax.numpy as jnp\n", ""
+    ) + textwrap.dedent("""\
+
+
+        if __name__ == "__main__":
+            import time
+
+            main()
+            x = jnp.ones((256, 256))
+            slow(x).block_until_ready()
+            start = time.perf_counter()
+            y = slow(x)
+            print("took", time.perf_counter() - start)  # the timed line
+        """)
+    (tmp_path / "prog.py").write_text(source, encoding="utf-8")
+    timed = next(i for i, line in enumerate(source.splitlines(), 1) if "# the timed line" in line)
+    static = {(f["line"], f["code"]) for f in json.loads(run_cli("check", "--output-format", "json", "prog.py").stdout)}
+    assert (timed, "JL006") in static
+
+    assert run_cli("run", "--output-format", "json", "-o", "run.json", "--", "prog.py").exit_code == 0
+    doc = json.loads((tmp_path / "run.json").read_text(encoding="utf-8"))
+    assert {(f["line"], f["code"]) for f in doc["findings"]} == {(22, "JL001"), (timed, "JL006")}
+    [decode] = [r for r in doc["lines"] if r["line"] == 22]
+    assert decode["eager_calls"] == 6 and decode["eager_ops"] >= 6 * 5
+
+    result = run_cli("check", "--evidence", "run.json", "--output-format", "json", "prog.py")
+    found = {(f["line"], f["code"]): f for f in json.loads(result.stdout)}
+    assert {(22, "JL001"), (timed, "JL006")} <= set(found)
+    assert any(e.startswith("measured in the run (cpu): ") and "still running" in e for e in found[(timed, "JL006")]["evidence"])
+    assert any(e.startswith("measured in the run (cpu): ") for e in found[(22, "JL001")]["evidence"])
+
+
+def test_check_evidence_says_when_eager_calls_and_clock_reads_cost_nothing(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "prog.py").write_text("x = 1\n" * 20, encoding="utf-8")
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({
+        "jaxlint_run": 1, "wall_seconds": 1.0, "device": {"device_kind": "cpu"}, "findings": [],
+        "lines": [
+            {"path": "prog.py", "line": 3, "seconds": 0.001, "eager_calls": 8, "eager_ops": 8, "eager_seconds": 0.001},
+            {"path": "prog.py", "line": 9, "seconds": 0.0, "timer_reads": 3},
+        ],
+    }), encoding="utf-8")  # fmt: skip
+    from jaxlint._engine import Finding
+    from jaxlint._evidence import apply_evidence, load_evidence
+
+    static = [Finding("prog.py", 3, 1, 3, 5, "JL001", "missing-jit", "m"), Finding("prog.py", 9, 1, 9, 5, "JL006", "unsynced-timing", "m")]
+    out = apply_evidence(static, load_evidence(str(run)), [str(tmp_path / "prog.py")], {"JL001", "JL006"})
+    facts = {f.code: f.evidence[-1] for f in out}
+    assert facts["JL001"].startswith("the run called this function 8 times; from its own lines it dispatched 8 JAX operations eagerly (1 per call)")
+    assert facts["JL006"].startswith("the run read the clock here 3 time(s), and no device work was running at any of them")
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [(None, "cannot read"), ("{", "not JSON"), ("[]", "not a `jaxlint run` JSON report"), ('{"jaxlint_run": 1}', "malformed")],
