@@ -288,9 +288,11 @@ class RunReport:
 
     # -- eager dispatch ------------------------------------------------------------------------
     def _eager_findings(self) -> list[RunFinding]:
+        functions = self._profile.eager.functions
+        if not any(fn.calls >= MIN_EAGER_CALLS for fn in functions.values()):
+            return []  # and the rules stay unimported (a third of a second)
         from jaxlint.rules.missing_jit import _SETUP  # names of one-shot setup code, as the static rule
 
-        functions = self._profile.eager.functions
         # Functions jit could take whole: no host conversion inside, several operations per call.
         jittable = {
             code for code, fn in functions.items()
