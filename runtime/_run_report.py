@@ -359,7 +359,7 @@ class RunReport:
             findings.append(RunFinding(
                 path, line, "JL006", RULES["JL006"],
                 f"the clock read here ended a timed interval {times} while device work dispatched in it "
-                f"was still running ({arrays[(path, line)]} arrays), which finished {fmt_seconds(total)} "
+                f"was still running ({arrays[(path, line)]} array{'s' if arrays[(path, line)] != 1 else ''}), which finished {fmt_seconds(total)} "
                 f"later{' in all' if n > 1 else ''}: the interval timed the dispatch, not the computation; "
                 "call `jax.block_until_ready(...)` on the results before reading the clock "
                 "(or time with `jaxlint.runtime.benchmark`)",

@@ -50,34 +50,30 @@ class TimerRead:
     done: float | None = None  # perf_counter when the last of them was ready
 
 
-class _Stamp(float):
-    """A clock value that says when it ends an interval (`self - start`)."""
+class _Remembers:
+    """A clock value that says when it ends an interval (`self - start`); pickled, the plain
+    number (`_plain`: float or int)."""
 
     _read: TimerRead
+    _plain: type
 
     def __sub__(self, other: Any) -> Any:
         self._read.ended_interval = True
-        return float(self) - other
+        return self._plain(self) - other
 
     def __rsub__(self, other: Any) -> Any:
-        return other - float(self)
+        return other - self._plain(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (float, (float(self),))
+        return (self._plain, (self._plain(self),))
 
 
-class _StampNs(int):
-    _read: TimerRead
+class _Stamp(_Remembers, float):
+    _plain = float
 
-    def __sub__(self, other: Any) -> Any:
-        self._read.ended_interval = True
-        return int(self) - other
 
-    def __rsub__(self, other: Any) -> Any:
-        return other - int(self)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (int, (int(self),))
+class _StampNs(_Remembers, int):
+    _plain = int
 
 
 class TimerReads:

@@ -84,14 +84,20 @@ CODES = {
 }  # fmt: skip
 
 
-def _profile_main(path: Path):  # type: ignore[no-untyped-def]
-    """Profile the fixture's main(), or its import where the program is its module-level code."""
+def _profile_run(path: Path):  # type: ignore[no-untyped-def]
+    """Profile the fixture's main(), or its import where the program is its module-level code:
+    the report and what main() returned."""
+    result = None
     with contextlib.redirect_stdout(io.StringIO()):
         with profile() as report:
             module = load_module(path)
             if hasattr(module, "main"):
-                module.main()
-    return report
+                result = module.main()
+    return report, result
+
+
+def _profile_main(path: Path):  # type: ignore[no-untyped-def]
+    return _profile_run(path)[0]
 
 
 def _expected_lines(path: Path) -> set[tuple[str, int]]:
@@ -234,9 +240,7 @@ def test_clock_read_while_device_work_runs_is_jl006(tmp_path: Path) -> None:
             waited = time.perf_counter_ns() - begin  # waited for: no finding
             return elapsed, times, waited
         """))
-    with contextlib.redirect_stdout(io.StringIO()):
-        with profile() as report:
-            elapsed, times, waited = load_module(path).main()
+    report, (elapsed, times, waited) = _profile_run(path)
     assert [(f.code, f.rule, f.line) for f in report.findings] == [("JL006", "unsynced-timing", 19), ("JL006", "unsynced-timing", 21)]
     at19, at21 = report.findings
     assert (at19.count, at21.count) == (1, 3)
@@ -262,9 +266,7 @@ def test_clock_read_after_waiting_is_no_jl006(tmp_path: Path) -> None:
             jax.block_until_ready(slow(x))
             return stamp, time.perf_counter() - start, time.time()
         """))
-    with contextlib.redirect_stdout(io.StringIO()):
-        with profile() as report:
-            stamp, elapsed, now = load_module(path).main()
+    report, (stamp, elapsed, now) = _profile_run(path)
     assert report.findings == []
     assert isinstance(stamp, float) and pickle.loads(pickle.dumps(stamp)) == stamp
     assert type(pickle.loads(pickle.dumps(stamp))) is float
