@@ -4,6 +4,8 @@ Run `jaxlint check examples/generate.py` for what the code shows, and
 `jaxlint run -- python examples/generate.py` for what they cost in a real run.
 """
 
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,11 +30,17 @@ def next_logits(params, tokens):
     return hidden @ params["embed"].T
 
 
+def pick_greedy(logits):
+    """The most likely next token of each sequence, and its probability."""
+    probs = jax.nn.softmax(logits, axis=-1)
+    return jnp.argmax(probs, axis=-1), jnp.max(probs, axis=-1)
+
+
 def generate(params, prompts, steps):
     tokens = jnp.asarray(prompts)
     for _ in range(steps):
         logits = next_logits(params, tokens)
-        next_token = jnp.argmax(logits, axis=-1)
+        next_token, confidence = pick_greedy(logits)
         print("first sequence, next token:", int(next_token[0]))
         tokens = jnp.concatenate([tokens, next_token[:, None]], axis=1)
     return tokens
@@ -51,7 +59,9 @@ def main():
     params = init_params(jax.random.PRNGKey(0))
     prompts = np.random.default_rng(0).integers(0, VOCAB, size=(256, 4))
     tokens = generate(params, prompts, steps=6)
+    start = time.perf_counter()
     samples = sample(params, prompts, [0.5, 0.8, 1.0, 1.2], jax.random.PRNGKey(1))
+    print(f"sampled in {time.perf_counter() - start:.2f} s")
     print("generated", tokens.shape, "samples", [s.shape for s in samples])
 
 
