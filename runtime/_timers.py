@@ -163,23 +163,23 @@ class TimerReads:
         return clock
 
     def _wrap_timeit(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        def timeit(timer: Any, *args: Any, **kwargs: Any) -> Any:
+        def timeit(timer_object: Any, *args: Any, **kwargs: Any) -> Any:
             frame = user_frame(sys._getframe(1))
             if not self._active or frame is None:
-                return original(timer, *args, **kwargs)
+                return original(timer_object, *args, **kwargs)
             site = (frame.f_code.co_filename, frame.f_lineno)
-            clock = timer.timer
-            timer.timer = lambda: self._read(site, clock)
+            clock = timer_object.timer
+            timer_object.timer = lambda: self._read(site, clock)
             try:
-                return original(timer, *args, **kwargs)
+                return original(timer_object, *args, **kwargs)
             finally:
-                timer.timer = clock
+                timer_object.timer = clock
 
         timeit.__doc__ = original.__doc__
         return timeit
 
     def _wrap_timer_init(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        def __init__(timer: Any, stmt: Any = "pass", *args: Any, **kwargs: Any) -> None:
+        def __init__(timer_object: Any, stmt: Any = "pass", *args: Any, **kwargs: Any) -> None:
             if self._active and callable(stmt):
                 statement = stmt
 
@@ -189,7 +189,7 @@ class TimerReads:
                     self._kept = statement()
                     return self._kept
 
-            original(timer, stmt, *args, **kwargs)
+            original(timer_object, stmt, *args, **kwargs)
 
         __init__.__doc__ = original.__doc__
         return __init__
