@@ -59,9 +59,122 @@ class EagerFunction:
 
 class _Local(threading.local):
     def __init__(self) -> None:
-        self.depth = 0
         self.frame: types.FrameType | None = None  # the innermost user frame of the last operation
         self.chain: list[EagerFunction] = []  # its user frames' functions, innermost first
+
+
+class _Depth(threading.local):
+    depth = 0  # > 0 inside a counted operation: what it calls is part of it
+
+
+# The wrappers are made once per process and shared by every `profile()`: one that made a few
+# thousand new long-lived objects on entry could set off a full garbage collection in the block.
+_depth = _Depth()
+_recording: list[EagerOps] = []  # the installed counters (more than one when profiles nest)
+_plan: list[tuple[Any, str, Any, Any]] = []  # (owner, attribute, original, wrapper)
+_plan_lock = threading.Lock()
+
+
+def _record_all(frame: types.FrameType, seconds: float) -> None:
+    for counter in tuple(_recording):
+        counter._record(frame, seconds)
+
+
+def _wrap(original: Callable[..., Any], array_type: type) -> Callable[..., Any]:
+    def op(*args: Any, **kwargs: Any) -> Any:
+        if _depth.depth or not _recording:
+            return original(*args, **kwargs)
+        _depth.depth += 1
+        start = _clock()
+        try:
+            result = original(*args, **kwargs)
+        finally:
+            _depth.depth -= 1
+        kind = type(result)
+        if kind is array_type or (kind is tuple and result and type(result[0]) is array_type):
+            _record_all(sys._getframe(1), _clock() - start)
+        return result
+
+    try:
+        functools.update_wrapper(op, original)
+    except (AttributeError, TypeError):  # pragma: no cover - an object without the usual attributes
+        op.__wrapped__ = original  # type: ignore[attr-defined]
+    return op
+
+
+def _wrap_primitive_callable(original: Callable[..., Any]) -> Callable[..., Any]:
+    def xla_primitive_callable(prim: Any, **params: Any) -> Any:
+        fun = original(prim, **params)
+        if _depth.depth or not _recording:
+            return fun
+
+        def run(*args: Any) -> Any:
+            _depth.depth += 1
+            start = _clock()
+            try:
+                return fun(*args)
+            finally:
+                _depth.depth -= 1
+                _record_all(sys._getframe(1), _clock() - start)
+
+        return run
+
+    xla_primitive_callable.__wrapped__ = original  # type: ignore[attr-defined]
+    return xla_primitive_callable
+
+
+def _make_plan() -> list[tuple[Any, str, Any, Any]]:
+    import importlib
+
+    from ._host_sync import _METHODS, _array_type
+
+    array_type = _array_type()
+    targets: list[tuple[Any, str, Any]] = []
+    for name in _MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # pragma: no cover - an older jax without one of them
+            continue
+        for attr, value in list(vars(module).items()):
+            if not attr.startswith("_") and callable(value) and not isinstance(value, (type, types.ModuleType)):
+                targets.append((module, attr, value))
+    methods: set[str] = {"__getitem__"}
+    try:
+        from jax._src.numpy import array_methods
+    except ImportError:  # pragma: no cover
+        pass
+    else:
+        methods |= {f"__{k}__" for k in getattr(array_methods, "_array_operators", {})}
+        methods |= set(getattr(array_methods, "_array_methods", {}))
+    for attr in sorted(methods - set(_METHODS)):  # conversions: count_host_syncs wraps those
+        value = vars(array_type).get(attr)
+        if value is not None and callable(value) and not isinstance(value, (type, property)):
+            targets.append((array_type, attr, value))
+    plan = [(owner, attr, value, _wrap(value, array_type)) for owner, attr, value in targets]
+    try:
+        from jax._src import dispatch
+    except ImportError:  # pragma: no cover
+        return plan
+    original = getattr(dispatch, "xla_primitive_callable", None)
+    if callable(original):
+        plan.append((dispatch, "xla_primitive_callable", original, _wrap_primitive_callable(original)))
+    return plan
+
+
+def _install() -> None:
+    with _plan_lock:
+        if not _plan:
+            _plan.extend(_make_plan())
+        for owner, attr, original, wrapper in _plan:
+            if vars(owner).get(attr) is original:  # not replaced since (by the program, or a nested profile)
+                setattr(owner, attr, wrapper)
+
+
+def _uninstall() -> None:
+    with _plan_lock:
+        for owner, attr, original, wrapper in _plan:
+            if vars(owner).get(attr) is wrapper:
+                setattr(owner, attr, original)
 
 
 class EagerOps:
@@ -71,7 +184,6 @@ class EagerOps:
         self.functions: dict[types.CodeType, EagerFunction] = {}
         self._local = _Local()
         self._lock = threading.Lock()
-        self._active = False
 
     # -- recording ----------------------------------------------------------------------------
     def _entry(self, code: types.CodeType) -> EagerFunction:
@@ -118,92 +230,22 @@ class EagerOps:
                 self._entry(frame.f_code).synced = True
             frame = frame.f_back
 
-    # -- wrappers -----------------------------------------------------------------------------
-    def _wrap(self, original: Callable[..., Any], array_type: type) -> Callable[..., Any]:
-        local = self._local
-        record = self._record
-
-        def op(*args: Any, **kwargs: Any) -> Any:
-            if local.depth or not self._active:
-                return original(*args, **kwargs)
-            local.depth += 1
-            start = _clock()
-            try:
-                result = original(*args, **kwargs)
-            finally:
-                local.depth -= 1
-            kind = type(result)
-            if kind is array_type or (kind is tuple and result and type(result[0]) is array_type):
-                record(sys._getframe(1), _clock() - start)
-            return result
-
-        try:
-            functools.update_wrapper(op, original)
-        except (AttributeError, TypeError):  # pragma: no cover - an object without the usual attributes
-            op.__wrapped__ = original  # type: ignore[attr-defined]
-        return op
-
-    def _wrap_primitive_callable(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        local = self._local
-        record = self._record
-
-        def xla_primitive_callable(prim: Any, **params: Any) -> Any:
-            fun = original(prim, **params)
-            if local.depth or not self._active:
-                return fun
-
-            def run(*args: Any) -> Any:
-                local.depth += 1
-                start = _clock()
-                try:
-                    return fun(*args)
-                finally:
-                    local.depth -= 1
-                    record(sys._getframe(1), _clock() - start)
-
-            return run
-
-        return xla_primitive_callable
-
-    def install(self, stack: ExitStack, patch: Callable[[ExitStack, Any, str, Any], None]) -> None:
-        """Wrap the entry points (restored when `stack` closes)."""
-        import importlib
-
-        from ._host_sync import _METHODS, _array_type
-
-        array_type = _array_type()
-        for name in _MODULES:
-            try:
-                module = importlib.import_module(name)
-            except ImportError:  # pragma: no cover - an older jax without one of them
-                continue
-            for attr, value in list(vars(module).items()):
-                if attr.startswith("_") or isinstance(value, (type, types.ModuleType)) or not callable(value):
-                    continue
-                patch(stack, module, attr, self._wrap(value, array_type))
-        methods: set[str] = {"__getitem__"}
-        try:
-            from jax._src.numpy import array_methods
-        except ImportError:  # pragma: no cover
-            pass
-        else:
-            methods |= {f"__{k}__" for k in getattr(array_methods, "_array_operators", {})}
-            methods |= set(getattr(array_methods, "_array_methods", {}))
-        for attr in sorted(methods - set(_METHODS)):  # conversions: count_host_syncs wraps those
-            value = vars(array_type).get(attr)
-            if value is not None and callable(value) and not isinstance(value, (type, property)):
-                patch(stack, array_type, attr, self._wrap(value, array_type))
-        try:
-            from jax._src import dispatch
-        except ImportError:  # pragma: no cover
-            dispatch = None
-        if dispatch is not None and callable(getattr(dispatch, "xla_primitive_callable", None)):
-            patch(stack, dispatch, "xla_primitive_callable", self._wrap_primitive_callable(dispatch.xla_primitive_callable))
-        self._active = True
+    def install(self, stack: ExitStack) -> None:
+        """Count from now until `stack` closes."""
+        with _plan_lock:
+            first = not _recording
+            _recording.append(self)
+        if first:
+            _install()
         stack.callback(self._close)
 
     def _close(self) -> None:
-        self._active = False
+        with _plan_lock:
+            if self in _recording:
+                _recording.remove(self)
+            last = not _recording
+        if last:
+            _uninstall()
         self._local.frame, self._local.chain = None, []
         for entry in self.functions.values():
             entry.last = None

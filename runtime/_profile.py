@@ -367,7 +367,7 @@ class RunProfile:
             stack.enter_context(_Compiles(self.compiles, self._created))
             stack.enter_context(_Syncs(self.syncs, self.eager))
             _patch(stack, jax, "jit", self._wrap_jit(jax.jit))
-            self.eager.install(stack, _patch)
+            self.eager.install(stack)
             self.timers.install(stack, _patch)
             try:
                 import equinox

@@ -19,6 +19,7 @@ Reads from libraries (jax, logging, progress bars) are not examined. The cost is
 
 from __future__ import annotations
 
+import gc
 import queue
 import sys
 import threading
@@ -90,12 +91,13 @@ class TimerReads:
         self._local = threading.local()
         self._interval = sys.getswitchinterval()
         self._kept: Any = None
+        self._collecting = False
 
     def _read(self, site: tuple[str, int], clock: Callable[[], Any]) -> Any:
         value = clock()
         local = self._local
-        if getattr(local, "busy", False):
-            return value
+        if getattr(local, "busy", False) or self._collecting:
+            return value  # asking jax for its arrays during a garbage collection could crash it
         local.busy = True
         try:
             import jax
@@ -200,6 +202,10 @@ class TimerReads:
 
         self._interval = sys.getswitchinterval()
         stack.callback(self._close)
+        # Reads from finalizers or gc callbacks: first and last of the callbacks, so that the
+        # flag is up before any other runs and down after all have.
+        gc.callbacks.insert(0, self._gc_start)
+        gc.callbacks.append(self._gc_stop)
         for name in _CLOCKS:
             if hasattr(time, name):
                 patch(stack, time, name, self._wrap_clock(getattr(time, name)))
@@ -208,7 +214,19 @@ class TimerReads:
         patch(stack, timeit.Timer, "__init__", self._wrap_timer_init(timeit.Timer.__init__))
         self._active = True
 
+    def _gc_start(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._collecting = True
+
+    def _gc_stop(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "stop":
+            self._collecting = False
+
     def _close(self) -> None:
+        for callback in (self._gc_start, self._gc_stop):
+            if callback in gc.callbacks:
+                gc.callbacks.remove(callback)
+        self._collecting = False
         self._active = False
         if self._thread is not None:
             self._queue.put(None)

@@ -275,6 +275,31 @@ def test_clock_read_after_waiting_is_no_jl006(tmp_path: Path) -> None:
     assert time.perf_counter.__module__ == "time"  # restored
 
 
+def test_clock_reads_during_a_garbage_collection_are_left_alone() -> None:
+    """A finalizer or gc callback reading the clock must not make the profile ask jax for its
+    arrays in the middle of a collection (that crashed the interpreter)."""
+    import gc
+    import time
+
+    import jax.numpy as jnp
+
+    reads: list[float] = []
+
+    def on_gc(phase: str, info: dict) -> None:  # type: ignore[type-arg]
+        reads.append(time.perf_counter())
+
+    gc.callbacks.append(on_gc)
+    try:
+        with profile() as report:
+            xs = [jnp.ones(4) * i for i in range(50)]
+            gc.collect()
+            del xs
+    finally:
+        gc.callbacks.remove(on_gc)
+    assert reads and report.findings == []
+    assert all(type(r) is float for r in reads)
+
+
 def test_general_recompile_names_what_changed(tmp_path: Path) -> None:
     path = _program(tmp_path, """\
         import functools
