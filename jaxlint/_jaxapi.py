@@ -47,7 +47,10 @@ __all__ = [
     "is_host_consumer",
     "is_host_copy",
     "IN_PLACE_JIT",
+    "OPERATION_LOADERS",
+    "BATCH_OPERATIONS",
     "DATA_LOADERS",
+    "DATASET_MODULES",
     "EXTENSIBLE",
     "Library",
     "active",
@@ -163,6 +166,11 @@ HOST_METHODS = _names("host-methods")
 HOST_BUILTINS = _names("host-builtins")
 # Data loader -> the keyword that drops its ragged last batch.
 DATA_LOADERS: Mapping[str, str] = dict(_table()["data-loaders"])
+# Loader applying a list of operations -> the keyword holding it; batching operation -> the
+# keyword that drops its ragged last batch; modules whose calls make a `.batch()`able dataset.
+OPERATION_LOADERS: Mapping[str, str] = dict(_table()["operation-loaders"])
+BATCH_OPERATIONS: Mapping[str, str] = dict(_table()["batch-operations"])
+DATASET_MODULES = _prefixes("dataset-modules")
 _HOST_MODULES = _prefixes("host-copy-modules")
 _ARRAY_MODULES = _prefixes("array-modules")
 _ARRAY_FUNCTIONS = _names("array-functions")

@@ -2,13 +2,17 @@
 
 Finds batches cut so that the last one can be smaller, fed to a jitted function in the same
 loop: `x[i:i + bs]` over `range(0, n, bs)`, `x[b * bs:(b + 1) * bs]` over
-`range(ceil(n / bs))` (or tqdm's `trange(0, n, bs, desc=...)`, `tqdm(range(...))`), the
+`range(ceil(n / bs))` (also `full + bool(rest)` with `full, rest = divmod(n, bs)`, read
+in the function or one enclosing it; or tqdm's `trange(0, n, bs, desc=...)`,
+`tqdm(range(...))`), the
 chunks of `np.array_split(x, k)`, generators of the file that yield such slices (also inside
 `jax.tree_util.tree_map(lambda a: a[idx[i:i + bs]], data)`), and tf.data pipelines batched
 without `drop_remainder=True` (`tf.data.Dataset.from_tensor_slices(x).batch(bs)`,
 `tfds.load(...).shuffle(n).batch(bs)`, `.padded_batch(bs, ...)`, `tfds.load(...,
 batch_size=bs)`) iterated directly, through `ds.as_numpy_iterator()` / `tfds.as_numpy(ds)` /
-`iter(ds)` / Python's `map(f, ds)` or a function of the file that returns one. Such a
+`iter(ds)` / Python's `map(f, ds)` or a function of the file that returns one (or a tuple
+holding one: `ds, names = get_dataset(...)`, `get_dataset(...)[0]`); grain's
+`MapDataset.source(x).batch(bs)` batches the same way. Such a
 generator or pipeline may also be drawn from with `batch = next(it)` (or `next(it)` passed to
 the call) in a `for step in range(...)` or `while` loop, when `it` is made before the loop (a
 batched, then `.repeat()`ed dataset ends every pass with a smaller batch; an iterator made in
@@ -16,7 +20,12 @@ the loop gives its first, full batch every time). The pipeline is followed throu
 assignments (`ds = ds.batch(bs)`) and `tensorflow` / `tensorflow_datasets` / `tqdm` are
 recognised through the imports. PyTorch's `DataLoader(dataset, batch_size=bs)` (or a class of
 the file that subclasses it, `class NumpyLoader(DataLoader)`) without `drop_last=True` batches
-the same way; with a `batch_sampler`, or the default batch size of 1, it is left alone. A
+the same way; with a `batch_sampler`, or the default batch size of 1, it is left alone. So
+does a function of the file that builds one with the `**kwargs` it is called with
+(`def numpy_loader(ds, **kwargs): return DataLoader(ds, collate_fn=..., **kwargs)`), and
+grain's `DataLoader(..., operations=[..., grain.Batch(bs)])` without `drop_remainder=True`
+(the loaders, batching operations and dataset modules are the library table's `data-loaders`,
+`operation-loaders`, `batch-operations` and `dataset-modules`). A
 function's parameter counts as such a pipeline or loader when every call of the function in
 the file passes one (`def evaluate(model, loader)` called with the test loader).
 
@@ -151,6 +160,7 @@ class PadFinalBatch(Rule):
         super().__init__(ctx, options)
         self._batchings: dict[int, Batching | None] = {}
         self._scopes: dict[int, cst.CSTNode] = {}
+        self._paths: dict[int, list[cst.CSTNode]] = {}  # a generator's loop: its scope's path
         self._reported: set[int] = set()
         self._datasets = _Datasets(ctx)
 
@@ -329,12 +339,17 @@ class PadFinalBatch(Rule):
         batch = stream.ragged
         assert batch is not None
         size = batch.args[0].value if batch.args else None
-        source = "the tf.data pipeline batched with"
+        source = "the dataset batched with"
+        operation = self.ctx.resolve(batch.func, anchor=batch) if stream.loader else None
         if isinstance(batch.func, cst.Attribute) and batch.func.attr.value in ("batch", "padded_batch"):
             where = f"`.{batch.func.attr.value}({_code(self.ctx, size) if size is not None else ''})` without `drop_remainder=True`"
+        elif operation in _jaxapi.BATCH_OPERATIONS:
+            source = "the data loader batching with"
+            where = f"`{_short(_code(self.ctx, batch.func))}(...)` without `{_jaxapi.BATCH_OPERATIONS[operation]}=True`"  # type: ignore[index]
         elif stream.loader:
             source = "the data loader"
-            where = f"`{_short(_code(self.ctx, batch.func))}(..., batch_size=...)` without `drop_last=True`"
+            keyword = _LOADERS.get(operation or "", "drop_last")
+            where = f"`{_short(_code(self.ctx, batch.func))}(..., batch_size=...)` without `{keyword}=True`"
         else:
             where = f"`{_short(_code(self.ctx, batch.func))}(..., batch_size=...)`"
         return Batching(
@@ -400,11 +415,13 @@ class PadFinalBatch(Rule):
             ):
                 continue
             self._scopes[id(inner)] = function
+            self._paths[id(inner)] = inner_path
             batching = self._range_batching(inner, inner_source, inner.target.value)
             if batching is None or mentions_padding(inner) or self._checks_divisibility(inner, batching.step):
                 continue
             if _skips_short(inner):
                 continue
+            _derive_names(inner, batching)  # `idx = perm[i * bs:(i + 1) * bs]; yield x[idx]`
             for node in iter_subtree(inner.body, into_scopes=False):
                 if isinstance(node, cst.Yield) and node.value is not None and _fed_expr(node.value, batching):
                     return Batching(
@@ -447,9 +464,21 @@ class PadFinalBatch(Rule):
                     left = "".join(_code(self.ctx, expr.left).split())
                     if "+" in left and left.rstrip(")").endswith("-1"):
                         return True  # (n + bs - 1) // bs
-                if isinstance(expr.operator, cst.Add) and isinstance(expr.left, cst.BinaryOperation):
-                    if isinstance(expr.left.operator, cst.FloorDivide):
-                        return True  # n // bs + (n % bs > 0), n // bs + 1
+                if isinstance(expr.operator, cst.Add) and any(
+                    self._quotient(side, loop) for side in (expr.left, expr.right)
+                ):
+                    return True  # n // bs + (n % bs > 0), n // bs + 1, full + bool(rest)
+        return False
+
+    def _quotient(self, expr: cst.BaseExpression, loop: cst.For) -> bool:
+        """`n // bs`, or a name set to one or to `divmod(n, bs)` (`full, rest = divmod(n,
+        bs)`): the number of full batches."""
+        for value in [expr, *self._assigned(expr, loop)]:
+            if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.FloorDivide):
+                return True
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "divmod":
+                if self.ctx.is_builtin("divmod", anchor=value):
+                    return True
         return False
 
     def _assigned(self, expr: cst.BaseExpression, loop: cst.For) -> list[cst.BaseExpression]:
@@ -457,11 +486,19 @@ class PadFinalBatch(Rule):
         if not isinstance(expr, cst.Name):
             return []
         scope = self._scope(loop)
-        values = []
-        for node in iter_subtree(scope, into_scopes=False):
-            if isinstance(node, cst.Assign) and any(expr.value in target_names(t.target) for t in node.targets):
-                values.append(node.value)
-        return values
+        values = _assignments(scope, expr.value)
+        if values:
+            return values
+        # A name of an enclosing function or the module (a generator nested in `main`).
+        path = self._paths.get(id(loop))
+        if path is None:
+            path = next((list(self.ctx.ancestors[:i]) for i, n in enumerate(self.ctx.ancestors) if n is loop), None)
+        if path is None:
+            return []
+        owner = self.ctx.binding_owner(expr.value, [*path, loop, loop.body, expr])
+        if owner is None or owner is scope:
+            return []
+        return _assignments(owner, expr.value)
 
     def _checks_divisibility(self, loop: cst.For, step: cst.BaseExpression | None) -> bool:
         """`assert n % bs == 0` (or `!= 0` with a raise) somewhere in the function."""
@@ -743,6 +780,15 @@ def _derive_names(loop: Loop, batching: Batching) -> None:
                 batching.names |= bound
 
 
+def _assignments(scope: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
+    """The values that assignments in `scope` (not its nested defs) give `name`."""
+    return [
+        node.value
+        for node in iter_subtree(scope, into_scopes=False)
+        if isinstance(node, cst.Assign) and any(name in target_names(t.target) for t in node.targets)
+    ]
+
+
 def _fed(call: cst.Call, batching: Batching) -> bool:
     """Whether an argument of `call` carries a ragged batch."""
     return any(_fed_expr(a.value, batching) for a in call.args)
@@ -790,7 +836,7 @@ def _short(text: str, limit: int = 40) -> str:
 # Dataset methods that keep a batched stream's batches (their number may change, not their size).
 _KEEPS_BATCHES = frozenset(
     {"map", "shuffle", "prefetch", "cache", "filter", "as_numpy_iterator", "with_options",
-     "ignore_errors", "apply_options"}
+     "ignore_errors", "apply_options", "to_iter_dataset", "mp_prefetch"}
 )  # fmt: skip
 # Data loaders that batch like `.batch()`: a smaller last batch unless the keyword they map
 # to is true (`drop_last=True`); the library table's `data-loaders`.
@@ -824,6 +870,8 @@ class _Datasets:
         ctx = self.ctx
         if isinstance(expr, cst.Name):
             return self._name(expr, path, depth)
+        if isinstance(expr, cst.Subscript):
+            return self._item(expr, path, depth)
         if not isinstance(expr, cst.Call):
             return None
         func = expr.func
@@ -832,10 +880,12 @@ class _Datasets:
         if name is not None:
             if name in _PASS_THROUGH or name.split(".")[0] == "tqdm":
                 return self.stream(positional[0], path, depth + 1) if positional else None
-            if name.startswith(("tensorflow.data.", "tensorflow_datasets.")):
+            if name.startswith(_jaxapi.DATASET_MODULES):
                 return self._source(expr, name)
             if name in _LOADERS:
                 return _loader(expr, _LOADERS[name])
+            if name in _jaxapi.OPERATION_LOADERS:
+                return self._operations(expr, _jaxapi.OPERATION_LOADERS[name], path)
             return None
         if isinstance(func, cst.Name) and self._loader_class(func, path):
             return _loader(expr)
@@ -848,7 +898,7 @@ class _Datasets:
                 if self._pads(positional[0], path):
                     return None
                 return self.stream(positional[1], path, depth + 1)
-            return self._returned(func.value, path, depth)
+            return self._returned(expr, path, depth)
         if not isinstance(func, cst.Attribute):
             return None
         inner = self.stream(func.value, path, depth + 1)
@@ -867,6 +917,51 @@ class _Datasets:
         if inner.ragged is None:
             return inner  # before batching: `builder.as_dataset(...)`, `ds.take(n)`, ...
         return inner if method in _KEEPS_BATCHES else None
+
+    def _item(self, expr: cst.Subscript, path: list[cst.CSTNode], depth: int) -> _Stream | None:
+        """`get_dataset(...)[0]`: an item of the tuple a function of the file returns."""
+        value = expr.value
+        if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+            return None
+        index = expr.slice[0].slice.value
+        if not (isinstance(index, cst.Integer) and isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+            return None
+        if self.ctx.resolve(value.func, path, anchor=value) is not None:
+            return None
+        return self._returned(value, path, depth + 1, int(index.value))
+
+    def _operations(self, call: cst.Call, keyword: str, path: list[cst.CSTNode]) -> _Stream | None:
+        """`grain.python.DataLoader(..., operations=[..., grain.python.Batch(bs)])`: ragged
+        when the list (spelled out in the call, or a name assigned one) holds a batching
+        operation that keeps the smaller last batch; None when it holds none or the linter
+        cannot read the list."""
+        operations = _keyword(call, keyword)
+        at = path
+        if isinstance(operations, cst.Name):
+            found = self.binding(operations, path)
+            if found is None or found[2] >= 0:
+                return None
+            operations, at = found[0], found[1][:-1]  # type: ignore[assignment]
+        if not isinstance(operations, (cst.List, cst.Tuple)):
+            return None
+        for element in operations.elements:
+            op = element.value
+            if not isinstance(op, cst.Call):
+                continue
+            name = self.ctx.resolve(op.func, at, anchor=op)
+            if name not in _jaxapi.BATCH_OPERATIONS:
+                continue
+            if any(a.star for a in op.args):
+                return _Stream(loader=True)
+            positional = [a.value for a in op.args if a.keyword is None]
+            size = positional[0] if positional else _keyword(op, "batch_size")
+            drop = positional[1] if len(positional) > 1 else _keyword(op, _jaxapi.BATCH_OPERATIONS[name])
+            if drop is not None and not (isinstance(drop, cst.Name) and drop.value == "False"):
+                return _Stream(loader=True)
+            if size is None or (isinstance(size, cst.Integer) and size.value == "1"):
+                return _Stream(loader=True)
+            return _Stream(op, loader=True)
+        return None
 
     def _loader_class(self, name: cst.Name, path: list[cst.CSTNode]) -> bool:
         """A class of this file that subclasses a data loader (`class NumpyLoader(DataLoader)`)."""
@@ -925,7 +1020,12 @@ class _Datasets:
             return None
         if element >= 0:
             scope_path = value_path[:-1]
-            if not (isinstance(value, cst.Call) and (self.ctx.resolve(value.func, scope_path, anchor=value) or "").startswith("tensorflow_datasets.")):
+            if not isinstance(value, cst.Call):
+                return None
+            callee = self.ctx.resolve(value.func, scope_path, anchor=value)
+            if callee is None and isinstance(value.func, cst.Name):
+                return self._returned(value, scope_path, depth + 1, element)  # `ds, names = get_dataset()`
+            if not (callee or "").startswith("tensorflow_datasets."):
                 return None
             return _Stream()  # `ds, info = tfds.load(..., with_info=True)`
         return self.stream(value, value_path, depth + 1)  # type: ignore[arg-type]
@@ -968,9 +1068,15 @@ class _Datasets:
         _, value, element = found[-1]
         return value, [*scope_path, value] if value is not None else scope_path, element  # type: ignore[list-item]
 
-    def _returned(self, name: str, path: list[cst.CSTNode], depth: int) -> _Stream | None:
-        """`get_batches()` where `def get_batches` in this file returns a dataset."""
-        found = self.ctx.device._local_def(name, path)
+    def _returned(
+        self, call: cst.Call, path: list[cst.CSTNode], depth: int, element: int = -1
+    ) -> _Stream | None:
+        """`get_batches()` where `def get_batches` in this file returns a dataset (`element`:
+        the item of a returned tuple, `ds, names = get_dataset()`). A loader built with the
+        function's `**kwargs` (`def numpy_loader(ds, **kwargs): return DataLoader(ds,
+        collate_fn=..., **kwargs)`) takes its keywords from `call`."""
+        assert isinstance(call.func, cst.Name)
+        found = self.ctx.device._local_def(call.func.value, path)
         if found is None or found[0] is None:
             return None
         function, outer = found
@@ -978,7 +1084,17 @@ class _Datasets:
         if len(returns) != 1 or returns[0].value is None or not isinstance(function.body, cst.IndentedBlock):
             return None
         function_path = [*outer, function, function.body, returns[0]]
-        return self.stream(returns[0].value, function_path, depth + 1)
+        value = returns[0].value
+        if element >= 0:
+            if not isinstance(value, cst.Tuple) or element >= len(value.elements):
+                return None
+            if any(isinstance(e, cst.StarredElement) for e in value.elements[: element + 1]):
+                return None
+            value = value.elements[element].value
+        forwarded = _forwarded_loader(self.ctx, function, value, function_path)
+        if forwarded is not None:
+            return _loader(value, forwarded, call)  # type: ignore[arg-type]
+        return self.stream(value, function_path, depth + 1)
 
     def _scope(self, scope: cst.CSTNode) -> tuple[dict[int, int], dict[str, list[tuple[int, cst.CSTNode | None, int]]]]:
         """Source order of the scope's nodes, and every binding of each name: (position, the
@@ -1036,10 +1152,29 @@ def _end(node: cst.CSTNode, order: dict[int, int]) -> int:
     return order[id(last)]
 
 
-def _loader(call: cst.Call, drop_keyword: str = "drop_last") -> _Stream | None:
+def _forwarded_loader(ctx, function: cst.FunctionDef, value: cst.BaseExpression, path: list[cst.CSTNode]) -> str | None:  # type: ignore[no-untyped-def]
+    """The drop keyword of the data loader `value` builds when it passes the `**kwargs` of
+    `function` on (`return DataLoader(ds, collate_fn=collate, **kwargs)`), else None."""
+    star = function.params.star_kwarg
+    if not (isinstance(star, cst.Param) and isinstance(value, cst.Call)):
+        return None
+    starred = [a for a in value.args if a.star]
+    if len(starred) != 1 or starred[0].star != "**" or not (
+        isinstance(starred[0].value, cst.Name) and starred[0].value.value == star.name.value
+    ):
+        return None
+    return _LOADERS.get(ctx.resolve(value.func, path, anchor=value) or "")
+
+
+def _loader(call: cst.Call, drop_keyword: str = "drop_last", forwarded: cst.Call | None = None) -> _Stream | None:
     """`DataLoader(dataset, batch_size=bs)`: ragged unless `drop_last=True` (or a value the
     linter cannot know); a `batch_sampler` decides batches itself, and the default batch
-    size of 1 is never ragged."""
+    size of 1 is never ragged. `forwarded`: the call whose keywords reach `call` through a
+    `**kwargs` (which must then be `call`'s only starred argument, and `forwarded` has none)."""
+    if forwarded is not None:
+        if any(a.star for a in forwarded.args):
+            return None
+        call = call.with_changes(args=[*(a for a in call.args if not a.star), *(a for a in forwarded.args if a.keyword is not None)])
     if any(a.star for a in call.args) or _keyword(call, "batch_sampler") is not None:
         return None
     positional = [a.value for a in call.args if a.keyword is None]
