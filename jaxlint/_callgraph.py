@@ -98,6 +98,9 @@ _STRUCTURE_WORDS = (
     "layer", "block", "head", "stage", "depth", "leaf", "leaves", "param", "weight", "shard",
     "device", "module", "kernel", "level", "scale", "field", "spec", "dim", "axis", "axes",
 )  # fmt: skip
+# The model parts there are few of even for a compile per iteration: a real model has dozens
+# of layers and blocks (`runs_many_times(compiles=True)`).
+_PARTS_FEW_PER_COMPILE = tuple(w for w in _STRUCTURE_WORDS if w not in ("layer", "block"))
 # Whole words (in `snake_case` names, singular or plural) for things there are few of.
 _FEW_TOKENS = frozenset(
     {
@@ -723,7 +726,13 @@ def iter_subtree_no_scopes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 
 def runs_many_times(
-    ctx: FileContext, loop: Loop, path: Sequence[cst.CSTNode], *, calls: bool = False, searches: bool = False
+    ctx: FileContext,
+    loop: Loop,
+    path: Sequence[cst.CSTNode],
+    *,
+    calls: bool = False,
+    searches: bool = False,
+    compiles: bool = False,
 ) -> bool:
     """Whether `loop` plausibly runs many times over data (batches, steps, examples), not a
     few times over a literal table, a small constant `range`, or a model's parts (layers,
@@ -734,7 +743,10 @@ def runs_many_times(
     rather than a compile per iteration: a literal `range` below `FEW_CALLS` is few, and so
     is a loop drawing with matplotlib.
     `searches`: a loop whose body returns from the function stops at its first hit: few
-    (not for training steps, where a `return` at the step limit is common)."""
+    (not for training steps, where a `return` at the step limit is common).
+    `compiles`: judge it for a compile per iteration, which costs seconds: a loop over a
+    model's layers or blocks (`range(cfg.num_layers)`, `for block in model.blocks`) runs
+    dozens of times in a real model, which is many."""
     if isinstance(loop, (cst.For, cst.While)):
         if calls and _plots(ctx, loop):
             return False
@@ -750,7 +762,8 @@ def runs_many_times(
         target = loop.for_in.target
     index = next((i for i, n in enumerate(path) if n is loop), len(path))
     few = FEW_CALLS if calls else _FEW_ITERATIONS
-    return _iterates_data(ctx, iterable, list(path[:index]), loop, target, few)
+    words = _PARTS_FEW_PER_COMPILE if compiles else _STRUCTURE_WORDS
+    return _iterates_data(ctx, iterable, list(path[:index]), loop, target, few, words)
 
 
 def _returns(loop: cst.For | cst.While) -> bool:
@@ -936,10 +949,12 @@ def _iterates_data(
     anchor: cst.CSTNode,
     target: cst.BaseExpression | None,
     few: int = _FEW_ITERATIONS,
+    words: tuple[str, ...] = (),
 ) -> bool:
+    words = words or _STRUCTURE_WORDS
     if isinstance(iterable, (cst.Tuple, cst.List, cst.Set, cst.Dict, cst.SimpleString, cst.ConcatenatedString)):
         return False
-    if target is not None and _mentions_structure(target):
+    if target is not None and _mentions_structure(target, part_words=words):
         return False
     if isinstance(iterable, cst.Call):
         func = iterable.func
@@ -953,19 +968,21 @@ def _iterates_data(
             if constants and all(c is not None for c in constants):
                 span = range(*constants)  # type: ignore[arg-type]
                 return len(span) >= few
-            return not any(_mentions_structure(a.value) for a in iterable.args)
+            return not any(_mentions_structure(a.value, part_words=words) for a in iterable.args)
         if resolved in _STRUCTURE_CALLS:
             if resolved.startswith("jax."):
                 return False
             return bool(iterable.args) and all(
-                _iterates_data(ctx, a.value, path, anchor, None, few) for a in iterable.args if a.keyword is None
+                _iterates_data(ctx, a.value, path, anchor, None, few, words)
+                for a in iterable.args
+                if a.keyword is None
             )
         # What a call yields is named by the call and what it is given to iterate, not by its
         # options (`pipeline(data, devices=devices)` yields batches, not devices).
-        return not _mentions_structure(func) and not any(
-            _mentions_structure(a.value) for a in iterable.args if a.keyword is None
+        return not _mentions_structure(func, part_words=words) and not any(
+            _mentions_structure(a.value, part_words=words) for a in iterable.args if a.keyword is None
         )
-    return not _mentions_structure(iterable)
+    return not _mentions_structure(iterable, part_words=words)
 
 
 def counts_few_things(loop: Loop) -> bool:
@@ -977,10 +994,12 @@ def counts_few_things(loop: Loop) -> bool:
     return _mentions_structure(loop.target, parts=False) or _mentions_structure(loop.iter, parts=False)
 
 
-def _mentions_structure(expr: cst.CSTNode, *, parts: bool = True) -> bool:
-    """Whether a name or attribute in `expr` names a model part (`layers`, `num_heads`;
-    only with `parts`), or something there are few of (`epochs`, `seeds`, `configs`, plot
-    axes)."""
+def _mentions_structure(
+    expr: cst.CSTNode, *, parts: bool = True, part_words: tuple[str, ...] = _STRUCTURE_WORDS
+) -> bool:
+    """Whether a name or attribute in `expr` names a model part (`layers`, `num_heads`: one
+    of `part_words`; only with `parts`), or something there are few of (`epochs`, `seeds`,
+    `configs`, plot axes)."""
     stack = [expr]
     while stack:
         node = stack.pop()
@@ -999,7 +1018,7 @@ def _mentions_structure(expr: cst.CSTNode, *, parts: bool = True) -> bool:
             # `n_data_per_shard` counts data items, `steps_per_epoch` counts steps: what is
             # counted comes before "per".
             counted = re.split(r"(?:^|_)per(?:_|$)", lowered, maxsplit=1)[0] or lowered
-            if parts and any(word in counted for word in _STRUCTURE_WORDS):
+            if parts and any(word in counted for word in part_words):
                 return True
             words = _TOKEN.findall(lowered)
             if "per" in words:

@@ -78,12 +78,16 @@ class LoopRuns:
     count: int | None = None
 
 
-def loop_runs(ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> LoopRuns:
+def loop_runs(
+    ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode], *, compiles: bool = False
+) -> LoopRuns:
     """How often `loop` (whose ancestors are `ancestors`) runs each time the code around it
     runs, read from its header: a count known from literals (`iteration_count`); the entries
     of a dict (`.items()`, `.keys()`, `.values()`, and `zip`/`enumerate`/`sorted` of them); a
     name that counts things there are few of (`epochs`, `seeds`, `configs`) or a model's parts
-    (`layers`, `params`, `devices`); otherwise data, steps or an open `while`: many."""
+    (`layers`, `params`, `devices`); otherwise data, steps or an open `while`: many.
+    `compiles`: for a compile per iteration, a model's layers or blocks are many
+    (`runs_many_times(compiles=True)`)."""
     from ._callgraph import counts_few_things, runs_many_times
 
     header = _header(ctx, loop)
@@ -99,6 +103,8 @@ def loop_runs(ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNo
         return LoopRuns(Often.FEW, f"over the entries of a dict (`{header}`)")
     path = [*ancestors, loop]
     if not runs_many_times(ctx, loop, path):  # type: ignore[arg-type]
+        if compiles and runs_many_times(ctx, loop, path, compiles=True):  # type: ignore[arg-type]
+            return LoopRuns(Often.MANY, f"over a model's layers or blocks, dozens in a real model (`{header}`)")
         return LoopRuns(Often.FEW, f"over a model's parts or a small table (`{header}`)")
     if isinstance(loop, cst.While):
         if isinstance(loop.test, cst.Name) and loop.test.value == "True":
@@ -107,22 +113,26 @@ def loop_runs(ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNo
     return LoopRuns(Often.MANY, f"over `{header}`")
 
 
-def describe_loop(ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> str:
+def describe_loop(
+    ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode], *, compiles: bool = False
+) -> str:
     """"the loop at line 40 over `train_loader`": where a loop is and how often it runs."""
     from ._positions import line_of
 
     line = line_of(ctx.module, loop, list(ancestors))
     kind = "loop" if isinstance(loop, (cst.For, cst.While)) else "comprehension"
     where = f"the {kind} at line {line}" if line is not None else f"the {kind}"
-    runs = loop_runs(ctx, loop, ancestors)
+    runs = loop_runs(ctx, loop, ancestors, compiles=compiles)
     return f"{where}, which runs {runs.why}"
 
 
-def loop_evidence(ctx: FileContext, loop: cst.CSTNode, path: Sequence[cst.CSTNode]) -> str:
+def loop_evidence(
+    ctx: FileContext, loop: cst.CSTNode, path: Sequence[cst.CSTNode], *, compiles: bool = False
+) -> str:
     """"runs on every iteration of the loop at line 40, which runs over `loader`" for code
-    whose ancestors `path` pass through `loop`."""
+    whose ancestors `path` pass through `loop` (`compiles`: see `loop_runs`)."""
     index = next((i for i, n in enumerate(path) if n is loop), len(path))
-    return f"runs on every iteration of {describe_loop(ctx, loop, path[:index])}"
+    return f"runs on every iteration of {describe_loop(ctx, loop, path[:index], compiles=compiles)}"
 
 
 def call_chain_evidence(ctx: FileContext, site: cst.Call, site_path: Sequence[cst.CSTNode], loop: cst.CSTNode, chain: Sequence[str] = ()) -> str:

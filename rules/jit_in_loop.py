@@ -7,10 +7,17 @@ a bound method (`jax.jit(self.step)` for a method of the enclosing class,
 `jax.jit(strategy.ask)` for an object built by calling a class, `strategy = OpenES(...)`, a
 Flax linen `jax.jit(model.apply)`: each read of a method makes a new object, and a loop of 5
 `jax.jit(strategy.ask)(...)` compiles 5 times), when the jitted function
-is also called in that iteration. It also finds the same wrappers built and called straight
-away in the body of a function of the file that runs once per iteration of a hot loop
+is also called in that iteration. A loop over a model's layers or blocks
+(`for i in range(cfg.num_layers)`) counts as many here: a real model has dozens, and each
+compile costs seconds.
+
+It also finds jitted functions that the body of a function of the file makes anew and calls,
+when that function runs once per iteration of a hot loop (the loop is one call up, and every
+call compiles again): a wrapper built and called straight away
 (`return jax.pmap(lambda x: lax.all_gather(x, "i"), "i")(x)` in a helper called per eval
-batch): the loop is one call up, and every call compiles again. That finding has no fix.
+batch), one stored under a name the function then calls (`scale = jax.jit(lambda w: ...)`,
+`jax.jit(nested_def)`), and a `@jax.jit` def nested in the function and called there (a
+weight-processing helper called once per loaded layer). These findings have no fix.
 
 It stays silent in tests and in benchmark functions (`@google_benchmark.register`,
 `def bench_*`: they time compiles on purpose), and when the wrapped callable is the same
@@ -20,8 +27,11 @@ function): jax keys its compile cache on the function object, so re-wrapping it 
 dictionary lookup, not a compile (`../shared/research/jax-facts.md` §3). `eqx.filter_jit`
 of a method is cached too, so it is not flagged. It also stays silent when the callable captures loop
 variables and the jitted function is only called in a loop nested inside (one compile per
-configuration of a sweep is the point), and when the jitted function is stored, returned or
-handed on instead of called.
+configuration of a sweep is the point), when a `partial` captures them or a lambda or nested
+`def` calls a function made in the iteration (a configuration), and when the jitted function
+is stored, returned or handed on instead of called. A lambda or nested `def` that reads plain
+values of the iteration (the layer index of `jnp.take(x, i, axis=0)`) is reported: they could
+be arguments, and one compile would serve every iteration.
 
 ## Why is this bad?
 
@@ -81,7 +91,7 @@ from jaxlint._bindings import Kind
 from jaxlint._callgraph import in_test, periodic, runs_many_times
 from jaxlint._context import FileContext, Loop
 from jaxlint._nodes import free_names, iter_subtree, loop_header
-from jaxlint._frequency import call_chain_evidence, loop_evidence
+from jaxlint._frequency import Often, call_chain_evidence, loop_evidence, loop_runs
 from jaxlint._positions import line_of
 from jaxlint._rule import Applicability, Edit, Fix, Rule, unused_name
 from jaxlint._scope import function_scope, target_names
@@ -148,27 +158,66 @@ class JitInLoop(Rule):
         return None
 
     def _per_call(self, node: cst.Call, api: str) -> None:
-        """`jax.pmap(lambda x: ...)(x)` called straight away in the body of a function that
-        runs once per iteration of a hot loop of this file: every call of the function makes
-        a new function object, so every call compiles again."""
+        """`jax.pmap(lambda x: ...)(x)` called straight away, or `step = jax.jit(<a lambda, a
+        partial, a def nested here>)` then `step(x)`, in the body of a function that runs once
+        per iteration of a hot loop of this file: every call of the function makes a new
+        function object, so every call compiles again."""
         ancestors = list(self.ctx.ancestors)
         parent = ancestors[-1] if ancestors else None
-        if not (isinstance(parent, cst.Call) and parent.func is node):
-            return  # stored or handed on: whether it is rebuilt per use is not visible here
+        function = _enclosing_function(ancestors)
+        if function is None:
+            return
         kind = self._fresh_kind(node, api, ancestors)
+        target = node.args[0].value
+        if isinstance(parent, cst.Call) and parent.func is node:
+            if kind is None and not (isinstance(target, cst.Name) and _nested_def(function, target.value)):
+                return
+        else:
+            # Stored under a name the function then calls: `step = jax.jit(...)`, `step(x)`.
+            name = _assigned_name(ancestors, node)
+            if name is None or not _called_once_per_call(function, name):
+                return  # stored, returned or handed on, or driving a loop of the function
+            if kind is None and not (isinstance(target, cst.Name) and _nested_def(function, target.value)):
+                return
         if kind is None:
-            return
-        function = next((n for n in reversed(ancestors) if isinstance(n, (cst.FunctionDef, cst.Lambda))), None)
-        if not isinstance(function, cst.FunctionDef):
-            return
+            assert isinstance(target, cst.Name)
+            what = f"`{target.value}`, a `def` made anew on every call,"
+        else:
+            what = _fresh_callable(kind, target)
+        self._report_per_call(node, api, what, function, ancestors)
+
+    def _per_call_def(self, node: cst.FunctionDef, api: str) -> None:
+        """A `@jax.jit` def nested in a function that calls it: every call of the function
+        defines it again, so one that runs per iteration of a hot loop compiles per iteration."""
+        ancestors = list(self.ctx.ancestors)
+        function = _enclosing_function(ancestors)
+        if function is None or not _called_once_per_call(function, node.name.value):
+            return  # a factory, whose caller decides how often it runs, or a loop's driver
+        decorator = self._jit_decorator(node, api, ancestors)
+        what = f"the nested `def {node.name.value}`, made anew on every call,"
+        self._report_per_call(decorator, api, what, function, ancestors, report_path=[*ancestors, node])
+
+    def _report_per_call(
+        self,
+        node: cst.CSTNode,
+        api: str,
+        what: str,
+        function: cst.FunctionDef,
+        ancestors: list[cst.CSTNode],
+        report_path: list[cst.CSTNode] | None = None,
+    ) -> None:
+        """Report `node` when `function` runs once per iteration of a hot loop of the file
+        (`ancestors`: those of the jit wrapper or of the decorated def; `report_path`: those
+        of `node` when they differ)."""
         graph = self.ctx.calls
         known = graph.function(function)
         if known is None or in_test(self.ctx, ancestors) or self.ctx.jit.is_traced(ancestors):
             return
-        repeat = next((r for r in graph.repeats(known) if not _occasional(r)), None)
+        if self._in_benchmark(ancestors):
+            return
+        repeat = next((r for r in graph.repeats(known) if not _occasional(r) and not _few(self.ctx, r)), None)
         if repeat is None:
-            return  # not run per iteration, or only under `if step % every == 0:`
-        what = _fresh_callable(kind, node.args[0].value)
+            return  # not run per iteration, only under `if step % every == 0:`, or a few times
         short = api.rsplit(".", 1)[-1] if api != "jax.jit" else "jax.jit"
         line = line_of(self.ctx.module, repeat.loop, repeat.site.path)
         where = f" (line {line})" if line else ""
@@ -178,7 +227,7 @@ class JitInLoop(Rule):
             f"iteration of {loop_header(repeat.loop)}{where}: jax caches compiles per function "
             "object, so every call traces and compiles it again; build the jitted function once, "
             f"outside `{function.name.value}()`",
-            ancestors=ancestors,
+            ancestors=report_path if report_path is not None else ancestors,
             evidence=[call_chain_evidence(
                 self.ctx, repeat.site.call, repeat.site.path, repeat.loop, [f.name for f in repeat.chain]
             )],
@@ -211,17 +260,23 @@ class JitInLoop(Rule):
             return
         loops = self.ctx.loops(node)
         if not loops:
+            self._per_call_def(node, info.jit)
             return
         self._consider(_Wrap(node, info.jit, "def", node, loops, list(self.ctx.ancestors), set()))
 
     def _report_node(self, wrap: _Wrap) -> cst.CSTNode:
         """Where to report: the wrapper call, or the jit decorator of a nested def."""
         if isinstance(wrap.node, cst.FunctionDef):
-            info = self.ctx.function_info(wrap.node, wrap.ancestors)
-            for decorator, name in zip(wrap.node.decorators, info.decorators):
-                if name == wrap.api:
-                    return decorator
+            return self._jit_decorator(wrap.node, wrap.api, wrap.ancestors)
         return wrap.node
+
+    def _jit_decorator(self, node: cst.FunctionDef, api: str, ancestors: Sequence[cst.CSTNode]) -> cst.CSTNode:
+        """The decorator of `node` that applies `api` (the def itself if none is found)."""
+        info = self.ctx.function_info(node, ancestors)
+        for decorator, name in zip(node.decorators, info.decorators):
+            if name == api:
+                return decorator
+        return node
 
     # -- matching ------------------------------------------------------------------------
 
@@ -274,7 +329,7 @@ class JitInLoop(Rule):
     def _consider(self, wrap: _Wrap) -> None:
         innermost = wrap.loops[-1]
         path = [*wrap.ancestors, wrap.node]
-        if not any(runs_many_times(self.ctx, loop, path) for loop in wrap.loops):
+        if not any(runs_many_times(self.ctx, loop, path, compiles=True) for loop in wrap.loops):
             return  # a literal table or a couple of iterations: tests, deliberate recompiles
         if in_test(self.ctx, path) or self._in_benchmark(wrap.ancestors):
             return  # tests and benchmarks of tracing and compiling recompile on purpose
@@ -289,15 +344,20 @@ class JitInLoop(Rule):
             return
         if wrap.captured and called == "inner":
             return  # a sweep: one compile per configuration, then many calls
-        if wrap.captured and (wrap.kind != "lambda" or not _value_captures(innermost, wrap)):
-            # `partial(run, cfg)`, or a closure over a function made per iteration: one
-            # compile per configuration is likely the point.
+        fresh_code = wrap.kind == "lambda" or (
+            isinstance(wrap.callable, cst.FunctionDef) and wrap.captured <= _range_indices(wrap.loops)
+        )
+        if wrap.captured and (not fresh_code or not _value_captures(innermost, wrap)):
+            # `partial(run, cfg)`, a nested def over an object of the iteration, or a closure
+            # over a function made per iteration: one compile per configuration is likely
+            # the point. A lambda that reads plain values of the iteration, or a nested def
+            # that reads only the loop's integer index, could take them as arguments.
             return
         fix = _fix(self.ctx, wrap, self._names) if not isinstance(innermost, _COMPREHENSIONS) else None
         node = self._report_node(wrap)
         ancestors = wrap.ancestors if node is wrap.node else [*wrap.ancestors, wrap.node]
-        many = next(loop for loop in reversed(wrap.loops) if runs_many_times(self.ctx, loop, path))
-        self.report(node, _message(self.ctx.module, wrap), fix=fix, ancestors=ancestors, evidence=[loop_evidence(self.ctx, many, path)])
+        many = next(loop for loop in reversed(wrap.loops) if runs_many_times(self.ctx, loop, path, compiles=True))
+        self.report(node, _message(self.ctx.module, wrap), fix=fix, ancestors=ancestors, evidence=[loop_evidence(self.ctx, many, path, compiles=True)])
 
     def _in_benchmark(self, ancestors: Sequence[cst.CSTNode]) -> bool:
         """Inside a benchmark function (`@google_benchmark.register`, `def bench_*`), whose
@@ -348,11 +408,70 @@ class JitInLoop(Rule):
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
+def _enclosing_function(ancestors: Sequence[cst.CSTNode]) -> cst.FunctionDef | None:
+    """The def whose body runs the node at the end of `ancestors` (None at module or class
+    level, or in a lambda)."""
+    for node in reversed(ancestors):
+        if isinstance(node, cst.FunctionDef):
+            return node
+        if isinstance(node, (cst.ClassDef, cst.Lambda)):
+            return None
+    return None
+
+
+def _nested_def(function: cst.FunctionDef, name: str) -> bool:
+    """Whether `function`'s body defines `name` with a nested `def` (a new object per call)."""
+    return any(
+        isinstance(node, cst.FunctionDef) and node is not function and node.name.value == name
+        for node in iter_subtree(function.body, into_scopes=False)
+    )
+
+
+def _called_once_per_call(function: cst.FunctionDef, name: str) -> bool:
+    """Whether `function`'s body calls `name`, and never in a loop of its own: a function
+    that drives a loop with the jitted function it made compiles once per call next to
+    many calls (`train()` defining its `step`), which is the usual cost of a driver."""
+    calls = _calls_by_name(function.body, name)
+    return bool(calls) and all(depth == 0 for _, depth in calls)
+
+
+def _assigned_name(ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> str | None:
+    """`name` when `node` is the whole value of `name = node`."""
+    parent = ancestors[-1] if ancestors else None
+    if (
+        isinstance(parent, cst.Assign)
+        and parent.value is node
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0].target, cst.Name)
+    ):
+        return parent.targets[0].target.value
+    return None
+
+
 def _class_defines(ancestors: Sequence[cst.CSTNode], method: str) -> bool:
     for node in reversed(ancestors):
         if isinstance(node, cst.ClassDef):
             return any(isinstance(s, cst.FunctionDef) and s.name.value == method for s in node.body.body)
     return False
+
+
+def _range_indices(loops: Sequence[Loop]) -> set[str]:
+    """The integer indices the loops count with: `i` of `for i in range(n)` and of
+    `for i, x in enumerate(xs)`."""
+    names: set[str] = set()
+    for loop in loops:
+        if not isinstance(loop, cst.For) or not isinstance(loop.iter, cst.Call):
+            continue
+        func = loop.iter.func
+        if not isinstance(func, cst.Name):
+            continue
+        if func.value == "range" and isinstance(loop.target, cst.Name):
+            names.add(loop.target.value)
+        elif func.value == "enumerate" and isinstance(loop.target, cst.Tuple) and loop.target.elements:
+            first = loop.target.elements[0].value
+            if isinstance(first, cst.Name):
+                names.add(first.value)
+    return names
 
 
 def _value_captures(loop: Loop, wrap: _Wrap) -> bool:
@@ -641,3 +760,11 @@ def _occasional(repeat) -> bool:  # type: ignore[no-untyped-def]
     evaluation over a few datasets under `if step % every == 0:` is occasional)."""
     path = [*repeat.site.path, repeat.site.call]
     return any(periodic(path, n) for n in repeat.site.path if isinstance(n, (cst.For, cst.While)))
+
+
+def _few(ctx: FileContext, repeat) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the loop that repeats the call runs few times by the engine's count (a list of
+    six batch sizes bound as a parameter's default: a sweep, each size compiling anyway)."""
+    path = list(repeat.site.path)
+    index = next((i for i, n in enumerate(path) if n is repeat.loop), len(path))
+    return loop_runs(ctx, repeat.loop, path[:index]).often is Often.FEW

@@ -263,3 +263,26 @@ def test_test_folders_count_only_inside_the_project() -> None:
     # Outside the current directory, a `tests` folder far above the file is not the project's.
     assert not _test_file("/elsewhere/tests/checkout/src/pkg/train.py", "/work")
     assert _test_file("/elsewhere/checkout/tests/unit/helpers.py", "/work")
+
+
+@pytest.mark.parametrize(
+    ("loop", "many"),
+    [
+        ("for layer in model.layers:", True),
+        ("for i in range(num_layers):", True),
+        ("for i in range(config.num_decoder_layers):", True),
+        ("for b in range(len(self.blocks)):", True),
+        ("for i in range(3):", False),
+        ("for h in range(num_heads):", False),
+        ("for leaf in jax.tree.leaves(tree):", False),
+        ("for d in jax.devices():", False),
+        ("for epoch in range(num_epochs):", False),
+        ("for k, v in params.items():", False),
+    ],
+)
+def test_runs_many_times_for_a_compile_per_iteration(loop: str, many: bool) -> None:
+    """A compile per iteration costs seconds: a model's dozens of layers or blocks are many."""
+    source = f"import jax\n\n{loop}\n    pass\n"
+    ctx = _context(source)
+    node = ctx.module.body[-1]
+    assert runs_many_times(ctx, node, [ctx.module, node], compiles=True) is many  # type: ignore[arg-type]
