@@ -31,9 +31,15 @@ TIMERS = {"time", "perf_counter", "monotonic", "process_time", "perf_counter_ns"
 HOST_COPIES = {"array", "asarray", "device_get", "item", "tolist", "float", "int", "print"}
 JIT_NAMES = {"jit", "filter_jit", "pjit", "pmap", "filter_pmap", "xla_computation"}
 GROW_NAMES = {"concatenate", "append", "hstack", "vstack", "stack", "column_stack"}
-# Per rule: how many candidates a judging worklist takes (None: all of them).
+TEST_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*$|_test\.(py|ipynb)|(^|/)conftest\.py")
+# Per rule: how many candidates a judging worklist takes (None: all of them). JL007's
+# per-call patterns (jits a function makes anew on each call) are hundreds: a sample.
 SAMPLE_SIZES = {"JL001": 60, "JL002": None, "JL003": None, "JL004": 80, "JL005": 80,
-                "JL006": 80, "JL007": None, "JL008": 60}
+                "JL006": 80, "JL007": 120, "JL008": 60}
+# JL007 patterns outside loops: whether they cost anything depends on how often the function
+# runs, so test files (where nothing does) are left out.
+PER_CALL_PATTERNS = ("built and called at once in a function", "called by the function that defines it",
+                     "stored and called in a function")
 
 
 def _name(node: ast.AST) -> str:
@@ -88,6 +94,7 @@ class _Finder(ast.NodeVisitor):
         for decorator in node.decorator_list:
             if "filter_jit" in ast.unparse(decorator):
                 self.filter_jitted.add(node.name)
+        self._fresh_jits(node)
         saved = self.loops
         self.loops = []
         self.functions.append(node)
@@ -96,6 +103,40 @@ class _Finder(ast.NodeVisitor):
         self.loops = saved
 
     visit_FunctionDef = visit_AsyncFunctionDef = _function
+
+    def _fresh_jits(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """Defs nested in `function` with a jit decorator that `function` calls: each call of
+        `function` defines them anew (JL007 when `function` runs per step or per layer)."""
+        nested: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+        stored: list[tuple[str, ast.Call]] = []  # `step = jax.jit(<lambda or def>)`
+        defined: set[str] = set()
+        called: set[str] = set()
+        stack: list[ast.AST] = list(function.body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defined.add(node.name)
+                if any(_name(n) in JIT_NAMES for d in node.decorator_list for n in ast.walk(d)):
+                    nested.append(node)
+                continue  # another scope
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                value = node.value
+                if isinstance(value, ast.Call) and _name(value.func) in JIT_NAMES and value.args:
+                    stored.append((node.targets[0].id, value))
+            if isinstance(node, (ast.Lambda, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                called.add(node.func.id)
+            stack.extend(ast.iter_child_nodes(node))
+        for node in nested:
+            if node.name in called:
+                decorator = next(d for d in node.decorator_list if any(_name(n) in JIT_NAMES for n in ast.walk(d)))
+                self.add(decorator.lineno, "JL007", "nested def with a jit decorator, called by the function that defines it")
+        for name, call in stored:
+            wrapped = call.args[0]
+            fresh = isinstance(wrapped, ast.Lambda) or (isinstance(wrapped, ast.Name) and wrapped.id in defined)
+            if fresh and name in called:
+                self.add(call.lineno, "JL007", f"{_name(call.func)} of a lambda or nested def, stored and called in a function")
 
     def visit_Assign(self, node: ast.Assign) -> None:
         if isinstance(node.value, ast.Call) and "filter_jit" in ast.unparse(node.value.func):
@@ -113,6 +154,9 @@ class _Finder(ast.NodeVisitor):
             self.tree_at_calls[scope].append(node.lineno)
         if name in TIMERS and "time" in _dotted(node.func) + name or name == "default_timer":
             self.timer_reads[scope].append(node.lineno)
+        if not in_loop and self.functions and isinstance(node.func, ast.Call) and node.func.args:
+            if _name(node.func.func) in JIT_NAMES:
+                self.add(node.func.lineno, "JL007", f"{_name(node.func.func)}(...) built and called at once in a function")
         if in_loop:
             if isinstance(node.func, ast.Name):
                 self.loop_called.add(node.func.id)
@@ -187,6 +231,12 @@ def find_in_source(source: str) -> list[tuple[int, str, str]]:
     return sorted((line, code, pattern) for (line, code), pattern in first.items())
 
 
+def _kept(found: list[tuple[int, str, str]], path: str) -> list[tuple[int, str, str]]:
+    """`found` without the per-call patterns in test files."""
+    test = bool(TEST_PATH.search(path))
+    return [row for row in found if not (test and row[2].endswith(PER_CALL_PATTERNS))]
+
+
 def find_in_repo(repo: Repo) -> list[tuple[str, int, str, str]]:
     rows = []
     for path in sorted(repo.folder.rglob("*")):
@@ -199,11 +249,11 @@ def find_in_repo(repo: Repo) -> list[tuple[str, int, str, str]]:
         try:
             if path.suffix == ".ipynb":
                 notebook = read_notebook(data)
-                for line, code, pattern in find_in_source(notebook.text):
+                for line, code, pattern in _kept(find_in_source(notebook.text), relative):
                     cell, cell_line = notebook.locate(line)
                     rows.append((f"{relative}#{cell}", cell_line, code, pattern))
             else:
-                for line, code, pattern in find_in_source(data.decode("utf-8")):
+                for line, code, pattern in _kept(find_in_source(data.decode("utf-8")), relative):
                     rows.append((relative, line, code, pattern))
         except (SyntaxError, ValueError, NotebookError, RecursionError):
             continue
@@ -222,8 +272,6 @@ def write_candidates(out: Path) -> int:
                 count += 1
     return count
 
-
-TEST_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*$|_test\.(py|ipynb)|(^|/)conftest\.py")
 
 
 def worklist(split: str, seed: int, codes: list[str], skip_tests: bool = False,

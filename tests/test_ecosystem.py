@@ -150,3 +150,37 @@ def train(model, w, data, ids):
     assert codes == {"JL001", "JL002", "JL003", "JL004", "JL005", "JL006", "JL007", "JL008"}
     assert ("JL006", "second timer read in a function") in found
     assert ("JL001", "loss does array work and is called in a loop") in found
+
+
+def test_loose_finder_finds_jits_rebuilt_on_every_call():
+    source = '''
+import jax
+import jax.numpy as jnp
+
+def requantise(w, s):
+    @jax.jit
+    def rescale(a, b):
+        return a / b
+
+    return rescale(w, s)
+
+def gather(x):
+    return jax.pmap(lambda v: v, "i")(x)
+
+def normalise(row):
+    scaler = jax.jit(lambda r: r / jnp.linalg.norm(r))
+    return scaler(row)
+
+def make_step():
+    @jax.jit
+    def step(p):
+        return p
+
+    return step
+'''
+    found = {(line, pattern) for line, code, pattern in candidates.find_in_source(source) if code == "JL007"}
+    assert found == {
+        (6, "nested def with a jit decorator, called by the function that defines it"),
+        (13, "pmap(...) built and called at once in a function"),
+        (16, "jit of a lambda or nested def, stored and called in a function"),
+    }
