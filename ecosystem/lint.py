@@ -148,10 +148,12 @@ def _source_key(commit: str) -> str:
 
 
 def _tree_hash(root: Path) -> str:
-    """A hash of the linter's own source files as they are on disk now."""
+    """A hash of the linter's own source files as they are on disk now (its Python and its
+    data: `jaxlint/library.toml` decides what rules know)."""
     digest = hashlib.sha256()
     for folder in SOURCE_FOLDERS:
-        for path in sorted((root / folder).rglob("*.py")):
+        files = [*(root / folder).rglob("*.py"), *(root / folder).rglob("*.toml")]
+        for path in sorted(files):
             digest.update(str(path.relative_to(root)).encode())
             digest.update(path.read_bytes())
     return "tree-" + digest.hexdigest()
