@@ -637,13 +637,6 @@ def _calls_under(call: cst.Call) -> Iterator[cst.Call]:
         stack.extend(iter_children(node))
 
 
-def _comp_fors(node: cst.CSTNode) -> Iterator[cst.CompFor]:
-    comp_for = getattr(node, "for_in", None)
-    while comp_for is not None:
-        yield comp_for
-        comp_for = comp_for.inner_for_in
-
-
 def _innermost_scope(path: Sequence[cst.CSTNode], module: cst.Module) -> cst.CSTNode:
     """The innermost def, lambda or class whose body holds the last node of `path` (a def's
     decorators and defaults run in the scope around it)."""

@@ -206,6 +206,14 @@ def items_count(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNo
     return _count(ctx, expr, path, 0)
 
 
+def _range_length(ctx: FileContext, bounds_args: list[cst.BaseExpression], path: list[cst.CSTNode], depth: int) -> int | None:
+    """How many items `range(...)` (or `arange(...)`) of these positional arguments yields."""
+    bounds = [_integer(ctx, a, path, depth + 1) for a in bounds_args]
+    if any(b is None for b in bounds) or len(bounds) > 3 or (len(bounds) == 3 and bounds[2] == 0):
+        return None
+    return len(range(*bounds))  # type: ignore[arg-type]
+
+
 def _array_count(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], depth: int) -> int | None:
     """The length of a 1-D array built from what the code spells: `jnp.array([0.2, 0.5,
     0.8])` (a literal list), `np.arange(4)`, `jnp.linspace(0, 1, 5)`."""
@@ -221,11 +229,8 @@ def _array_count(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], dept
         ):
             return _count(ctx, first, path, depth + 1)  # 1-D: a nested literal is a matrix
         return None
-    if function == "arange" and positional and len(positional) == len(call.args) <= 3:
-        bounds = [_integer(ctx, a, path, depth + 1) for a in positional]
-        if any(b is None for b in bounds) or (len(bounds) == 3 and bounds[2] == 0):
-            return None
-        return len(range(*bounds))  # type: ignore[arg-type]
+    if function == "arange" and positional and len(positional) == len(call.args):
+        return _range_length(ctx, positional, path, depth)
     if function == "linspace":
         num = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "num"), None)
         if num is None and len(positional) >= 3:
@@ -270,10 +275,7 @@ def _count(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode], 
     if name in ("range", "trange") and positional and len(positional) == len(expr.args):
         if name == "range" and not ctx.is_builtin(name, path, anchor=expr):
             return None
-        bounds = [_integer(ctx, a, path, depth + 1) for a in positional]
-        if any(b is None for b in bounds) or len(bounds) > 3 or (len(bounds) == 3 and bounds[2] == 0):
-            return None
-        return len(range(*bounds))  # type: ignore[arg-type]
+        return _range_length(ctx, positional, path, depth)
     if name in _SAME_LENGTH and positional:
         return _count(ctx, positional[0], path, depth + 1)
     if name == "zip" and positional:

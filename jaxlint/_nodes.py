@@ -15,10 +15,12 @@ __all__ = [
     "loop_header",
     "assigns_name",
     "attribute_path",
+    "comp_fors",
     "contains_exit",
     "free_names",
     "iter_subtree",
     "reads_name",
+    "root_name",
 ]
 
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -48,6 +50,23 @@ def iter_subtree(
 
 def _ids(nodes: cst.CSTNode | Collection[cst.CSTNode]) -> set[int]:
     return {id(nodes)} if isinstance(nodes, cst.CSTNode) else {id(n) for n in nodes}
+
+
+def comp_fors(comp: cst.CSTNode) -> list[cst.CompFor]:
+    """The `for` clauses of a comprehension, outermost first (none for any other node)."""
+    found = []
+    clause = getattr(comp, "for_in", None)
+    while clause is not None:
+        found.append(clause)
+        clause = clause.inner_for_in
+    return found
+
+
+def root_name(expr: cst.BaseExpression) -> str | None:
+    """The name an attribute or subscript chain starts from (`state` for `state.params[0]`)."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
 
 
 def free_names(expr: cst.CSTNode) -> set[str]:

@@ -21,6 +21,7 @@ import libcst as cst
 from jaxlint import _jaxapi
 from jaxlint._callgraph import HOST_METHODS, CallGraph, Function, is_host_copy, runs_many_times
 from jaxlint._context import FileContext
+from jaxlint._nodes import root_name
 from jaxlint._scope import dotted_name, target_names
 from jaxlint._walk import iter_children
 
@@ -260,7 +261,7 @@ class _Reader:
                 self._assignment_target(element.value)
             return
         if isinstance(target, (cst.Attribute, cst.Subscript)):
-            root = _root(target)
+            root = root_name(target)
             if root is None or self._kind(root) is not _LOCAL or root in self.params:
                 self._block(f"it mutates `{dotted_name(target) or _text(target)}`, an object from outside")
             elif isinstance(target, cst.Subscript):
@@ -388,7 +389,7 @@ class _Reader:
     def _method_call(self, call: cst.Call, func: cst.Attribute, path: list[cst.CSTNode]) -> None:
         method = func.attr.value
         receiver = func.value
-        root = _root(receiver)
+        root = root_name(receiver)
         if method in HOST_METHODS or method in ("numpy", "cpu", "tobytes"):
             self._block(f"`.{method}()` copies to the host")
             return
@@ -451,7 +452,7 @@ class _Reader:
         """The parameter a local is a part of (`block` in `for block in model.blocks`)."""
         for kind, value in self.derivations.get(name, []):
             if kind == _LOCAL and value is not None:
-                root = _root(_strip_structural_call(value))
+                root = root_name(_strip_structural_call(value))
                 if root in self.params:
                     return root
         return None
@@ -585,12 +586,6 @@ def _strip_structural_call(expr: cst.BaseExpression) -> cst.BaseExpression:
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("items", "values"):
         expr = expr.func.value
     return expr
-
-
-def _root(expr: cst.BaseExpression) -> str | None:
-    while isinstance(expr, (cst.Attribute, cst.Subscript)):
-        expr = expr.value
-    return expr.value if isinstance(expr, cst.Name) else None
 
 
 def _text(node: cst.CSTNode) -> str:

@@ -105,6 +105,7 @@ from jaxlint._frequency import loop_evidence
 from jaxlint._context import FileContext, Loop
 from jaxlint._jaxapi import FILTER_JIT, PARTIAL, decorator_target
 from jaxlint._pytrees import Value, classify, is_large
+from jaxlint._nodes import comp_fors
 from jaxlint._size import SMALL, leaf_count
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
 from jaxlint._scope import target_names
@@ -242,7 +243,7 @@ class FilterJitPerCall(Rule):
         elif isinstance(loop, cst.While):
             per_item = set()
         else:
-            per_item = {n for f in _comp_fors(loop) for n in target_names(f.target)}
+            per_item = {n for f in comp_fors(loop) for n in target_names(f.target)}
         found = []
         leaves: list[int | None] = []
         for arg in call.args:
@@ -343,15 +344,6 @@ class FilterJitPerCall(Rule):
         if ctx.is_builtin("jaxlint", wrapper.path, anchor=anchor):
             return cst.parse_expression(_RUNTIME), ImportSpec("jaxlint.runtime")
         return None
-
-
-def _comp_fors(node: cst.CSTNode) -> list[cst.CompFor]:
-    found = []
-    comp_for = getattr(node, "for_in", None)
-    while comp_for is not None:
-        found.append(comp_for)
-        comp_for = comp_for.inner_for_in
-    return found
 
 
 def _until_flag(loop: Loop) -> bool:

@@ -116,7 +116,7 @@ from jaxlint._frequency import Often, loop_evidence, loop_runs, off_by_default
 from jaxlint._context import Loop
 from jaxlint._device import HostCopy
 from jaxlint._jaxapi import FILTER_JIT
-from jaxlint._nodes import free_names, iter_subtree, reads_name
+from jaxlint._nodes import comp_fors, free_names, iter_subtree, reads_name, root_name
 from jaxlint._scope import target_names
 
 from ._shapes import counters, loop_path as _loop_path
@@ -197,11 +197,9 @@ class HostCopyInLoop(Rule):
                     return True
                 if self.ctx.device._compiled_call(parent, tuple(path[: path.index(parent)])) or _is_array_op(self.ctx, parent, path):
                     return True
-                if _feeds_host_library(self.ctx, parent, path):
-                    return True  # `make_moons(random_state=int(seed))`: computed with now
             if isinstance(parent, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
                 break
-        if self._static_list(path):
+        if self._static_list(path) or _passed_to_host_library(self.ctx, path):
             return True
         statement = _statement_of(path)
         loop = next(iter(reversed(self.ctx.loops(node, path[:-1]))), None)
@@ -214,7 +212,7 @@ class HostCopyInLoop(Rule):
                     return True
                 # `sim.qpos = np.array(state.qpos)` then `mujoco.mj_forward(model, sim)`: the
                 # host object it is stored into is handed to a host library in the loop
-                holders = {_root_name(t.target) for t in small.targets if isinstance(t.target, (cst.Attribute, cst.Subscript))}
+                holders = {root_name(t.target) for t in small.targets if isinstance(t.target, (cst.Attribute, cst.Subscript))}
                 if any(_handed_to_host_library(self.ctx, loop, name) for name in holders - {None}):
                     return True
         return False
@@ -373,10 +371,7 @@ class HostCopyInLoop(Rule):
                 if copy.kind in _SCALAR_COPIES:
                     needs = self._needed(node, full) or self._excused(node, loop, full)
                 else:
-                    needs = _tested_here(full, loop) or any(
-                        isinstance(p, cst.Call) and c is not p.func and _feeds_host_library(self.ctx, p, full)
-                        for p, c in zip(full, full[1:])
-                    )
+                    needs = _tested_here(full, loop) or _passed_to_host_library(self.ctx, full)
                 if needs:
                     found = True
                     break
@@ -869,19 +864,10 @@ def _only_items(expr: cst.BaseExpression, loop: Loop) -> bool:
     if isinstance(loop, cst.For):
         items = set(target_names(loop.target))
     elif isinstance(loop, _COMPREHENSIONS):
-        items = {n for f in _comp_fors_of(loop) for n in target_names(f.target)}
+        items = {n for f in comp_fors(loop) for n in target_names(f.target)}
     else:
         return False
     return bool(names) and names <= items
-
-
-def _comp_fors_of(comp: cst.CSTNode) -> list[cst.CompFor]:
-    found = []
-    clause = getattr(comp, "for_in", None)
-    while clause is not None:
-        found.append(clause)
-        clause = clause.inner_for_in
-    return found
 
 
 def _tested_here(path: list[cst.CSTNode], loop: Loop) -> bool:
@@ -894,18 +880,23 @@ def _tested_here(path: list[cst.CSTNode], loop: Loop) -> bool:
     )
 
 
-def _root_name(target: cst.BaseExpression) -> str | None:
-    while isinstance(target, (cst.Attribute, cst.Subscript)):
-        target = target.value
-    return target.value if isinstance(target, cst.Name) else None
-
-
 def _handed_to_host_library(ctx, loop: Loop, name: str) -> bool:  # type: ignore[no-untyped-def]
     """Whether the loop passes `name` to a function of a host library (`_feeds_host_library`)."""
     for node, path in _walk_with_paths(loop, []):
         if isinstance(node, cst.Call) and any(reads_name(a.value, name) for a in node.args):
             if _feeds_host_library(ctx, node, [*path, node]):
                 return True
+    return False
+
+
+def _passed_to_host_library(ctx, path: list[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the end of `path` is an argument, within its statement, of a call of a host
+    library that computes with it now (`make_moons(random_state=int(seed))`)."""
+    for parent, child in zip(reversed(path[:-1]), reversed(path)):
+        if isinstance(parent, cst.Call) and child is not parent.func and _feeds_host_library(ctx, parent, path):
+            return True
+        if isinstance(parent, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return False
     return False
 
 
