@@ -29,9 +29,13 @@ import types
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._frames import is_library, user_frame
+
+
+if TYPE_CHECKING:
+    from ._ledger import Ledger
 
 
 _clock = time.perf_counter  # bound before `profile()` wraps the clocks
@@ -73,11 +77,14 @@ _depth = _Depth()
 _recording: list[EagerOps] = []  # the installed counters (more than one when profiles nest)
 _plan: list[tuple[Any, str, Any, Any]] = []  # (owner, attribute, original, wrapper)
 _plan_lock = threading.Lock()
+_ARRAY_TYPE: list[type] = []  # jax's array type, once the plan is made
 
 
-def _record_all(frame: types.FrameType, seconds: float) -> None:
+def _record_all(frame: types.FrameType, seconds: float, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> None:
     for counter in tuple(_recording):
         counter._record(frame, seconds)
+        if counter.ledger is not None:
+            counter.ledger.eager_result(args, kwargs, result, _ARRAY_TYPE[0])
 
 
 def _wrap(original: Callable[..., Any], array_type: type) -> Callable[..., Any]:
@@ -92,7 +99,7 @@ def _wrap(original: Callable[..., Any], array_type: type) -> Callable[..., Any]:
             _depth.depth -= 1
         kind = type(result)
         if kind is array_type or (kind is tuple and result and type(result[0]) is array_type):
-            _record_all(sys._getframe(1), _clock() - start)
+            _record_all(sys._getframe(1), _clock() - start, args, kwargs, result)
         return result
 
     try:
@@ -111,11 +118,13 @@ def _wrap_primitive_callable(original: Callable[..., Any]) -> Callable[..., Any]
         def run(*args: Any) -> Any:
             _depth.depth += 1
             start = _clock()
+            result = None
             try:
-                return fun(*args)
+                result = fun(*args)
+                return result
             finally:
                 _depth.depth -= 1
-                _record_all(sys._getframe(1), _clock() - start)
+                _record_all(sys._getframe(1), _clock() - start, args, {}, result)
 
         return run
 
@@ -129,6 +138,7 @@ def _make_plan() -> list[tuple[Any, str, Any, Any]]:
     from ._host_sync import _METHODS, _array_type
 
     array_type = _array_type()
+    _ARRAY_TYPE[:] = [array_type]
     targets: list[tuple[Any, str, Any]] = []
     for name in _MODULES:
         try:
@@ -180,7 +190,8 @@ def _uninstall() -> None:
 class EagerOps:
     """Counts eager operations per user function while installed (see the module's docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ledger: Ledger | None = None) -> None:
+        self.ledger = ledger  # told of each operation's result (shallow or not)
         self.functions: dict[types.CodeType, EagerFunction] = {}
         self._local = _Local()
         self._lock = threading.Lock()

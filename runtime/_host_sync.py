@@ -115,12 +115,14 @@ def _pending(array: Any) -> bool:
         return False
 
 
-def _convert(original: Any, kind: str, subject: Any, args: Any, kwargs: Any) -> Any:
-    """Record one conversion of `subject`, run it, and tell the timing counters how long it
-    took and whether it had to wait for the device."""
+def _convert(original: Any, kind: str, subject: Any, args: Any, kwargs: Any, arrays: list[Any] | None = None) -> Any:
+    """Record one conversion of `subject` (of all `arrays`, for `jax.device_get`), run it, and
+    tell the timing counters how long it took, whether its array was still being computed,
+    and what they judged of it beforehand (`_judge`)."""
     state = _state
     timed = [c for c in state.counters if c._timed]
     pending = _pending(subject) if timed else False
+    judged = [c._judge(arrays or [subject]) for c in timed]
     event = _record(kind, subject)
     state.depth += 1
     start = _clock() if timed else 0.0
@@ -130,8 +132,8 @@ def _convert(original: Any, kind: str, subject: Any, args: Any, kwargs: Any) -> 
         state.depth -= 1
         if timed:
             seconds = _clock() - start
-            for counter in timed:
-                counter._add_wait(event, pending, seconds)
+            for counter, verdict in zip(timed, judged):
+                counter._add_wait(event, pending, seconds, verdict)
 
 
 def _wrap(original: Any, kind: str, array_type: type, *, positional: bool) -> Any:
@@ -161,7 +163,7 @@ def _wrap_device_get(original: Any, array_type: type) -> Any:
         if not arrays:
             return original(x)
         pending = [a for a in arrays if _pending(a)]
-        return _convert(original, "jax.device_get", (pending or arrays)[0], (x,), {})
+        return _convert(original, "jax.device_get", (pending or arrays)[0], (x,), {}, arrays)
 
     device_get.__doc__ = original.__doc__
     device_get.__wrapped__ = original  # type: ignore[attr-defined]
@@ -246,11 +248,15 @@ class HostSyncCounter:
         with self._lock:
             return list(self._events)
 
-    _timed = False  # subclasses that set it get `_add_wait` after each conversion
+    _timed = False  # subclasses that set it get `_judge` before and `_add_wait` after each conversion
 
-    def _add_wait(self, event: HostSync, pending: bool, seconds: float) -> None:
+    def _judge(self, arrays: list[Any]) -> Any:
+        """Before a conversion of `arrays` runs: what `_add_wait` is then given as `verdict`."""
+        return None
+
+    def _add_wait(self, event: HostSync, pending: bool, seconds: float, verdict: Any) -> None:
         """After the conversion of `event` ran: whether its array was still being computed,
-        and how long the conversion took (waiting included)."""
+        how long the conversion took (waiting included), and `_judge`'s verdict."""
 
     def _add(self, event: HostSync) -> None:
         with self._lock:

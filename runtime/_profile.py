@@ -34,6 +34,7 @@ from ._compile import _EXPLAIN_LOGGER, CompileCounter
 from ._eager import EagerOps
 from ._frames import user_frame
 from ._host_sync import HostSync, HostSyncCounter, in_batched_transfer
+from ._ledger import Ledger
 from ._timers import TimerReads
 
 
@@ -81,11 +82,13 @@ class SyncSite:
     """Conversions of device arrays to host values made at one line."""
 
     count: int = 0
-    pending: int = 0  # conversions whose array was still being computed: the host waited
+    pending: int = 0  # conversions whose array was still being computed (`is_ready()` before)
     seconds: float = 0.0
     pending_seconds: float = 0.0
     kinds: dict[str, int] = field(default_factory=dict)
-    batched: int = 0  # of `pending`, the waits inside `to_host`: the one wait a fix leaves
+    batched: int = 0  # of `waits`, those inside `to_host`: the one wait a fix leaves
+    waits: int = 0  # conversions of an array dispatched since the previous sync (`_ledger`): they waited
+    wait_seconds: float = 0.0  # how long those took (on a fast device the work may have been done)
 
 
 @dataclass
@@ -159,12 +162,17 @@ class _Compiles(CompileCounter):
 class _Syncs(HostSyncCounter):
     _timed = True
 
-    def __init__(self, sites: dict[Site, SyncSite], eager: EagerOps) -> None:
+    def __init__(self, sites: dict[Site, SyncSite], eager: EagerOps, ledger: Ledger) -> None:
         super().__init__(forbid=False)
         self._sites = sites
         self._eager = eager
+        self._ledger = ledger
 
-    def _add_wait(self, event: HostSync, pending: bool, seconds: float) -> None:
+    def _judge(self, arrays: list[Any]) -> bool:
+        fresh, deep = self._ledger.wait(arrays)
+        return fresh and deep
+
+    def _add_wait(self, event: HostSync, pending: bool, seconds: float, verdict: Any) -> None:
         self._eager.mark_synced(sys._getframe(1))
         where = _split_at(event.where)
         if where is None:
@@ -179,6 +187,9 @@ class _Syncs(HostSyncCounter):
             if pending:
                 site.pending += 1
                 site.pending_seconds += seconds
+            if verdict:
+                site.waits += 1
+                site.wait_seconds += seconds
                 site.batched += in_batched_transfer()
 
 
@@ -212,8 +223,9 @@ class RunProfile:
         self.syncs: dict[Site, SyncSite] = {}
         self.filter_jit: dict[Site, CallSite] = {}
         self.tree_at: dict[Site, CallSite] = {}
-        self.eager = EagerOps()
-        self.timers = TimerReads()
+        self.ledger = Ledger()
+        self.eager = EagerOps(self.ledger)
+        self.timers = TimerReads(self.ledger, self.compiles)
         self._created: dict[int, Site] = {}
         self._lock = threading.Lock()
         self._local = _Local()
@@ -364,8 +376,9 @@ class RunProfile:
         try:
             import jax
 
+            self.ledger.install(stack, _patch)
             stack.enter_context(_Compiles(self.compiles, self._created))
-            stack.enter_context(_Syncs(self.syncs, self.eager))
+            stack.enter_context(_Syncs(self.syncs, self.eager, self.ledger))
             _patch(stack, jax, "jit", self._wrap_jit(jax.jit))
             self.eager.install(stack)
             self.timers.install(stack, _patch)

@@ -120,6 +120,7 @@ class RunReport:
         self._profile = profile
         self.findings: list[RunFinding] = []
         self.device: dict[str, Any] = {}
+        self._rebuilt: set[tuple[str, Any]] = set()  # functions compiled anew again and again (JL007)
 
     # -- totals -------------------------------------------------------------------------------
     @property
@@ -132,7 +133,7 @@ class RunReport:
 
     @property
     def host_wait_seconds(self) -> float:
-        return sum(s.pending_seconds for s in self._profile.syncs.values())
+        return sum(s.wait_seconds for s in self._profile.syncs.values())
 
     def _finish(self) -> None:
         import jax
@@ -156,7 +157,7 @@ class RunReport:
         for event in explained:
             if event.new_function:
                 fresh[(event.name, event.created_at or event.defined_at or event.site)].append(event)
-        rebuilt = set()
+        rebuilt = self._rebuilt
         for (name, _), events in fresh.items():
             # jax had never seen the function object at each of these compiles: a new one every
             # time (its id may repeat: a freed function's address is reused).
@@ -236,21 +237,28 @@ class RunReport:
     def _sync_findings(self) -> list[RunFinding]:
         findings = []
         for (path, line), site in self._profile.syncs.items():
-            # Waits inside `to_host` are the one batched wait that the fix leaves, not a loop's.
-            pending = site.pending - site.batched
-            if site.count < MIN_SYNCS or pending < 2:
+            # A wait is a conversion of an array dispatched since the program last waited
+            # (`_ledger`): it had to wait for that work, whether or not a fast device had already
+            # finished it. Waits inside `to_host` are the one batched wait that the fix leaves.
+            waits = site.waits - site.batched
+            if site.count < MIN_SYNCS or waits < 2:
                 continue
-            # Most reads waited, or the waits, however few, are a real share of the run.
-            if 2 * pending < site.count and site.pending_seconds < WAIT_SHARE * self.wall_seconds:
+            # Most conversions waited, or the waits, however few, are a real share of the run.
+            if 2 * waits < site.count and site.wait_seconds < WAIT_SHARE * self.wall_seconds:
                 continue
             kind = max(site.kinds, key=site.kinds.__getitem__)
+            running = (
+                f"; {site.pending} times the work was still running when Python asked"
+                if site.pending else "; this device had finished the work each time Python asked"
+            )  # fmt: skip
             findings.append(RunFinding(
                 path, line, "JL005", RULES["JL005"],
-                f"`{kind}` here read {site.count} device arrays on the host, and {site.pending} times the "
-                f"value was still being computed, so Python waited ({fmt_seconds(site.pending_seconds)} "
-                "in all) instead of queueing the next step; keep values on the device and transfer once "
-                "after the loop (`jaxlint.runtime.to_host`), or log every N steps",
-                site.pending_seconds, site.pending, {"conversions": site.count, "waits": site.pending},
+                f"`{kind}` here read {site.count} device arrays on the host, {waits} of them computed since the "
+                f"program last waited for the device, so Python waited for that work each time "
+                f"({fmt_seconds(site.wait_seconds)} in all{running}) instead of queueing the next step; "
+                "keep values on the device and transfer once after the loop (`jaxlint.runtime.to_host`), "
+                "or log every N steps",
+                site.wait_seconds, waits, {"conversions": site.count, "waits": waits, "running": site.pending},
             ))  # fmt: skip
         return findings
 
@@ -346,25 +354,61 @@ class RunReport:
         return out
 
     def _timer_findings(self) -> list[RunFinding]:
-        by_site: dict[Site, list[float]] = defaultdict(list)
-        arrays: dict[Site, int] = defaultdict(int)
-        for read, gap in self._timer_gaps():
-            if read.ended_interval:
-                by_site[read.site].append(gap)
-                arrays[read.site] += read.arrays
+        p = self._profile
+        gaps = {id(read): gap for read, gap in self._timer_gaps()}
+        unsynced: dict[Site, list[Any]] = defaultdict(list)
+        compiled: dict[Site, dict[Site, list[CompileEvent]]] = defaultdict(lambda: defaultdict(list))
+        with_compiles: dict[Site, int] = defaultdict(int)
+        for read in p.timers.intervals:
+            if read.since is None or read.unsynced:
+                unsynced[read.site].append(read)
+            if read.since is None:
+                continue
+            # First compiles of the program's own jitted functions (a rebuilt wrapper is JL007's)
+            first = [
+                e for e in p.compiles[read.since.compiles : read.compiles]
+                if e.new_function and e.site is not None and e.key not in self._rebuilt
+            ]  # fmt: skip
+            if first:
+                with_compiles[read.site] += 1
+                for event in first:
+                    compiled[read.site][event.site].append(event)  # type: ignore[index]
         findings = []
-        for (path, line), gaps in by_site.items():
-            n, total = len(gaps), sum(gaps)
+        for (path, line), reads in unsynced.items():
+            n = len(reads)
+            total = sum(gaps.get(id(r), 0.0) for r in reads)
+            counted = sum(r.unsynced for r in reads)
+            left = counted or sum(r.arrays for r in reads)
             times = "once" if n == 1 else f"{n} times"
+            if total > 0:
+                cost = f"that work finished {fmt_seconds(total)} later{' in all' if n > 1 else ''}"
+            else:
+                cost = "this device had finished it by the read, so the gap is not measurable here"
+            what = (
+                f"{counted} array{'s' if counted != 1 else ''} dispatched in it and not waited for" if counted
+                else f"{left} array{'s' if left != 1 else ''} dispatched in it still running"
+            )  # fmt: skip
             findings.append(RunFinding(
                 path, line, "JL006", RULES["JL006"],
-                f"the clock read here ended a timed interval {times} while device work dispatched in it "
-                f"was still running ({arrays[(path, line)]} array{'s' if arrays[(path, line)] != 1 else ''}), which finished {fmt_seconds(total)} "
-                f"later{' in all' if n > 1 else ''}: the interval timed the dispatch, not the computation; "
+                f"the clock read here ended a timed interval {times} with device work it had dispatched not "
+                f"waited for ({what}; {cost}): the interval timed the dispatch, not the computation; "
                 "call `jax.block_until_ready(...)` on the results before reading the clock "
                 "(or time with `jaxlint.runtime.benchmark`)",
-                total, n, {"reads": n, "arrays": arrays[(path, line)]},
+                total, n, {"reads": n, "arrays": left, "unsynced": counted},
             ))  # fmt: skip
+        for end, sites in compiled.items():
+            if with_compiles[end] < p.timers.ended.get(end, 0):
+                continue  # a timer started anew in a loop: only its first interval paid the compile
+            for (path, line), events in sites.items():
+                names = ", ".join(dict.fromkeys(f"`{e.name}`" for e in events))
+                seconds = sum(e.seconds for e in events)
+                findings.append(RunFinding(
+                    path, line, "JL006", RULES["JL006"],
+                    f"{names} was first called here inside the interval timed by the clock read at line {end[1]}, "
+                    f"so the interval includes its tracing and compile ({fmt_seconds(seconds)}); call it once on "
+                    "the same inputs before starting the timer (or time with `jaxlint.runtime.benchmark`)",
+                    seconds, len(events), {"compiles": len(events), "timer": end[1]},
+                ))  # fmt: skip
         return findings
 
     # -- per line -----------------------------------------------------------------------------
@@ -379,8 +423,9 @@ class RunReport:
         for site, sync in self._profile.syncs.items():
             row = table[site]
             row["host_syncs"] += sync.count
-            row["host_waits"] += sync.pending
-            row["host_wait_seconds"] += sync.pending_seconds
+            row["host_waits"] += sync.waits
+            row["host_waits_running"] += sync.pending
+            row["host_wait_seconds"] += sync.wait_seconds
         for site, call in self._profile.filter_jit.items():
             row = table[site]
             row["filter_jit_calls"] += call.calls
@@ -395,6 +440,9 @@ class RunReport:
             row = table[read.site]
             row["timer_reads_running"] += 1
             row["timer_gap_seconds"] += gap
+        for read in self._profile.timers.intervals:
+            if read.unsynced:
+                table[read.site]["timer_intervals_unsynced"] += 1
         for fn in self._profile.eager.functions.values():
             if fn.own_ops and not fn.code.co_name.startswith("<"):
                 row = table[fn.site]
@@ -434,7 +482,7 @@ class RunReport:
             return f"{fmt_seconds(seconds):>9} {seconds / wall:>4.0%}"
 
         syncs = sum(s.count for s in p.syncs.values())
-        waits = sum(s.pending for s in p.syncs.values())
+        waits = sum(s.waits for s in p.syncs.values())
         fj_calls = sum(c.calls for c in p.filter_jit.values())
         ta_calls = sum(c.calls for c in p.tree_at.values())
         recompiles = sum(f.count for f in self.findings if f.code in ("JL004", "JL007", "JL008", "JL100"))
@@ -462,8 +510,8 @@ class RunReport:
                     parts.append(f"{r['filter_jit_calls']} filter_jit calls")
                 if r.get("tree_at_calls"):
                     parts.append(f"{r['tree_at_calls']} tree_at calls")
-                if r.get("timer_reads_running"):
-                    parts.append(f"{r['timer_reads_running']} clock reads with work running")
+                if r.get("timer_intervals_unsynced"):
+                    parts.append(f"{r['timer_intervals_unsynced']} timed intervals with work not waited for")
                 if r.get("eager_ops"):
                     parts.append(f"{r['eager_ops']} eager ops in {r['eager_calls']} calls")
                 where = f"{_display(r['path'], relative_to)}:{r['line']}"

@@ -1,20 +1,25 @@
-"""Clock reads made while device work was still running: what `profile()` needs for JL006
-(unsynced-timing).
+"""Clock reads that end a timed interval before the device work sent in it was waited for:
+what `profile()` needs for JL006 (unsynced-timing).
 
 While `profile()` runs, the clocks of `time` (`time`, `perf_counter`, `monotonic`,
-`process_time` and their `_ns` forms) and the timer `timeit` uses are wrapped. A read from
-the user's code asks jax which live arrays are not computed yet (`jax.live_arrays()`,
-`is_ready()`), leaving out those an earlier read already saw running. When there are some, the
-value the program gets is a `float` (or `int`) that remembers the read: subtracted from
-(`now - start`), the read ended a timed interval while that work was running, so the
-interval measured its dispatch, not its compute. A helper thread waits for that work and
-records how much later it finished: the measured gap. Reads with nothing running return the
-clock's own value, untouched. While it waits, the interpreter's switch interval is lowered
-to 0.1 ms so that the helper sees the work finish within that much of it, not up to 5 ms
-later while the program runs Python.
+`process_time` and their `_ns` forms) and the timer `timeit` uses are wrapped. A read from the
+user's code returns the clock's value as a `float` (or `int`) that remembers the read: where
+the program then stood in the ledger of dispatches and syncs (`_ledger`: how many arrays it
+had dispatched, up to which it had waited) and how many compiles had happened. When one such
+value is subtracted from another (`now - start`), the interval is judged from what the program
+did in it, not from how fast the device was: arrays dispatched after `start` that no sync
+before `now` covered mean the interval timed their dispatch, not their computation (JL006),
+and a compile of the program's jitted function inside it means it timed the compile.
 
-Reads from libraries (jax, logging, progress bars) are not examined. The cost is one
-`jax.live_arrays()` per read from user code.
+A second source measures the cost: each read also asks jax which live arrays are not computed
+yet (`is_ready()`), leaving out those an earlier read already saw running. A helper thread
+waits for them and records how much later they finished: the measured gap. While it waits,
+the interpreter's switch interval is lowered to 0.1 ms so that the helper sees the work finish
+within that much of it, not up to 5 ms later while the program runs Python. Where `start`
+was read outside the profile or by a library, that source alone decides.
+
+Reads from libraries (jax, logging, progress bars) are not examined, nor reads during a
+garbage collection. The cost is two `jax.live_arrays()` per read from user code.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._frames import is_library, user_frame
 
@@ -39,16 +44,25 @@ _WAIT_LIMIT = 60.0  # seconds the end of a profile waits for work still running 
 _SWITCH_INTERVAL = 1e-4
 
 
+if TYPE_CHECKING:
+    from ._ledger import Ledger
+
+
 @dataclass
 class TimerRead:
-    """One read of a clock from a user line while device work dispatched since the previous
-    such read was still running."""
+    """One read of a clock from a user line: where the program stood then, and, once the value
+    ended an interval (`self - start`), what the interval held."""
 
     site: tuple[str, int]
     at: float  # perf_counter when the clock was read
-    arrays: int  # arrays still being computed
+    seen: int  # the ledger's count of arrays dispatched, at the read
+    synced: int  # up to which of them the program had waited, at the read
+    compiles: int  # compiles so far, at the read
+    arrays: int = 0  # arrays still being computed at the read that no earlier read saw running
+    done: float | None = None  # perf_counter when the last of those was ready
     ended_interval: bool = False  # the value was subtracted from: `now - start`
-    done: float | None = None  # perf_counter when the last of them was ready
+    unsynced: int = 0  # arrays dispatched in the interval and not waited for before this read
+    since: TimerRead | None = None  # the read that started the interval, when it was examined
 
 
 class _Remembers:
@@ -56,10 +70,11 @@ class _Remembers:
     number (`_plain`: float or int)."""
 
     _read: TimerRead
+    _reads: TimerReads
     _plain: type
 
     def __sub__(self, other: Any) -> Any:
-        self._read.ended_interval = True
+        self._reads._ended(self._read, other._read if isinstance(other, _Remembers) else None)
         return self._plain(self) - other
 
     def __rsub__(self, other: Any) -> Any:
@@ -78,11 +93,16 @@ class _StampNs(_Remembers, int):
 
 
 class TimerReads:
-    """Installs the clock wrappers and keeps the reads that found device work running."""
+    """Installs the clock wrappers; keeps the reads that found device work running (for the
+    gaps) and the intervals that timed dispatch or compiles."""
 
-    def __init__(self) -> None:
-        self.reads: list[TimerRead] = []
+    def __init__(self, ledger: Ledger, compiles: list[Any]) -> None:
+        self.reads: list[TimerRead] = []  # reads that found new device work running
+        self.intervals: list[TimerRead] = []  # reads that ended an interval with unsynced work or compiles
         self.counts: dict[tuple[str, int], int] = {}  # every read from a user line, per line
+        self.ended: dict[tuple[str, int], int] = {}  # intervals from an examined start, per ending line
+        self._ledger = ledger
+        self._compiles = compiles
         self._seen: set[int] = set()  # ids of the arrays the previous read found running
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[TimerRead, list[Any]] | None] = queue.Queue()
@@ -103,7 +123,9 @@ class TimerReads:
             import jax
 
             self.counts[site] = self.counts.get(site, 0) + 1
-
+            ledger = self._ledger
+            ledger.look()
+            read = TimerRead(site, _clock(), ledger.seen, ledger.synced, len(self._compiles))
             running = []
             for array in jax.live_arrays():
                 try:
@@ -115,16 +137,35 @@ class TimerReads:
                 ids = {id(a) for a in running}
                 new = [a for a in running if id(a) not in self._seen]
                 self._seen = ids
-                if not new:
-                    return value
-                read = TimerRead(site, _clock(), len(new))
-                self.reads.append(read)
-            self._watch(read, new)
+                if new:
+                    read.arrays = len(new)
+                    self.reads.append(read)
+            if new:
+                self._watch(read, new)
         finally:
             local.busy = False
         stamp = (_StampNs if isinstance(value, int) else _Stamp)(value)
         stamp._read = read
+        stamp._reads = self
         return stamp
+
+    def _ended(self, read: TimerRead, start: TimerRead | None) -> None:
+        """`read`'s value was subtracted from: judge the interval from `start` (None: read
+        outside the profile or by a library; then only the running work found at `read`)."""
+        if read.ended_interval:
+            return
+        read.ended_interval = True
+        if start is not None and start.at <= read.at:
+            read.since = start
+            with self._lock:
+                self.ended[read.site] = self.ended.get(read.site, 0) + 1
+            read.unsynced = max(0, read.seen - max(read.synced, start.seen))
+            timed = read.unsynced > 0 or read.compiles > start.compiles
+        else:
+            timed = read.arrays > 0
+        if timed:
+            with self._lock:
+                self.intervals.append(read)
 
     def _watch(self, read: TimerRead, arrays: list[Any]) -> None:
         if self._thread is None:
@@ -134,6 +175,7 @@ class TimerReads:
         self._queue.put((read, arrays))
 
     def _wait_loop(self) -> None:
+        self._ledger.ignore_thread()  # its waits measure the gap: no sync of the program
         while True:
             item = self._queue.get()
             if item is None:
