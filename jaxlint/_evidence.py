@@ -107,8 +107,11 @@ def _no_cost(code: str, row: dict[str, Any]) -> str | None:
             f"the run called this function {row['eager_calls']} times; from its own lines it dispatched {ops} "
             f"JAX operations eagerly ({ops / row['eager_calls']:.3g} per call), {_seconds(row.get('eager_seconds', 0.0))} in all"
         )
-    if code == "JL006" and row.get("timer_reads") and not row.get("timer_reads_running"):
-        return f"the run read the clock here {row['timer_reads']} time(s), and no device work was running at any of them"
+    if code == "JL006" and row.get("timer_reads") and not row.get("timer_intervals_unsynced"):
+        return (
+            f"the run read the clock here {row['timer_reads']} time(s), and no interval ending at them left "
+            "device work it had dispatched not waited for"
+        )
     if code in _COMPILE_CODES and row.get("compiles"):
         return f"the run compiled here {row['compiles']} time(s) and measured no avoidable recompile"
     return None
