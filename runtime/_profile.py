@@ -9,13 +9,15 @@ What is recorded, and how:
   wrapped while the block runs so that a jit wrapper of a new function can be traced back to
   the line that built it.
 - **host waits**, with `count_host_syncs`'s patching of the `jax.Array` conversions: each
-  conversion's line, whether its array was still being computed (`is_ready()` before it), and
-  how long it took.
+  conversion's line, whether its array was dispatched since the program last waited for the
+  device (`_ledger`: so the conversion waited for it, however fast the device), whether it was
+  still being computed (`is_ready()` before it), and how long it took.
 - **Python overhead**: time in `eqx.filter_jit`'s flattening and rebuilding of pytrees
   (`_preprocess`/`_postprocess`) per call site, and time in `eqx.tree_at` per call site, with
   the calls one function invocation made in a row.
 - **eager dispatch**: JAX operations run outside any trace, per user function (`_eager`).
-- **clock reads** made while device work was still running (`_timers`).
+- **clock reads** that end an interval before the work dispatched in it was waited for, or
+  with a first compile inside it (`_timers`).
 """
 
 from __future__ import annotations
@@ -441,7 +443,8 @@ def profile() -> RunProfile:
     - **JL100** (recompile): any other recompile of a function, with what changed (a dtype, a
       static argument, a pytree structure), as `jax_explain_cache_misses` says.
     - **JL005** (host-copy-in-loop): a line that converted device arrays to host values many
-      times while they were still being computed, so Python waited for the device each time.
+      times, most of them arrays dispatched since the program last waited for the device, so
+      Python waited for that work each time (whether or not a fast device had finished it).
     - **JL002** (filter-jit-per-call): an `eqx.filter_jit` function called many times from a
       line, with the time its wrapper spent flattening and rebuilding pytrees.
     - **JL003** (tree-at-batch): one invocation of a function calling `eqx.tree_at` several
@@ -449,8 +452,9 @@ def profile() -> RunProfile:
     - **JL001** (missing-jit): a function of yours called many times that ran its JAX
       operations eagerly, one dispatch each, with their count and the time they took.
     - **JL006** (unsynced-timing): a clock read (`time.perf_counter()`, `timeit`) that ended a
-      timed interval while device work dispatched in it was still running, with how much
-      later that work finished.
+      timed interval before the device work dispatched in it was waited for, with how much
+      later that work finished where it was still running; and a jitted function first called
+      (so compiled) inside a timed interval, at that call.
 
     !!! Example
 
@@ -486,7 +490,8 @@ def profile() -> RunProfile:
         `count_compiles` and `count_host_syncs` count one kind of event in a block; this joins
         them to source lines and jaxlint's codes. What host waits it cannot see on CPU is listed
         in `count_host_syncs`. While the block runs, the clocks of `time` return, to your code,
-        a `float` subclass when device work was running at the read (it pickles as a float). `eqx.tree_at` and `from jax import jit` bound to a name before
+        a `float` (or `int`) subclass that remembers the read (used, subtracted or pickled, a
+        plain number). `eqx.tree_at` and `from jax import jit` bound to a name before
         the block starts are not wrapped (`jaxlint run` starts before the program imports them).
     """
     return RunProfile()
