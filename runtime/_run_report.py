@@ -396,19 +396,30 @@ class RunReport:
                 "(or time with `jaxlint.runtime.benchmark`)",
                 total, n, {"reads": n, "arrays": left, "unsynced": counted},
             ))  # fmt: skip
+        # A call site whose first compile fell inside timed intervals: one finding, once per compile.
+        calls: dict[Site, dict[int, CompileEvent]] = defaultdict(dict)
+        timers: dict[Site, list[int]] = defaultdict(list)
         for end, sites in compiled.items():
             if with_compiles[end] < p.timers.ended.get(end, 0):
                 continue  # a timer started anew in a loop: only its first interval paid the compile
-            for (path, line), events in sites.items():
-                names = ", ".join(dict.fromkeys(f"`{e.name}`" for e in events))
-                seconds = sum(e.seconds for e in events)
-                findings.append(RunFinding(
-                    path, line, "JL006", RULES["JL006"],
-                    f"{names} was first called here inside the interval timed by the clock read at line {end[1]}, "
-                    f"so the interval includes its tracing and compile ({fmt_seconds(seconds)}); call it once on "
-                    "the same inputs before starting the timer (or time with `jaxlint.runtime.benchmark`)",
-                    seconds, len(events), {"compiles": len(events), "timer": end[1]},
-                ))  # fmt: skip
+            for site, events in sites.items():
+                calls[site].update((id(e), e) for e in events)
+                timers[site].append(end[1])
+        reported = {(f.path, f.line) for f in findings}
+        for (path, line), by_id in calls.items():
+            if (path, line) in reported:
+                continue  # the line also ended an interval: that finding stands for it
+            events = list(by_id.values())
+            names = ", ".join(dict.fromkeys(f"`{e.name}`" for e in events))
+            seconds = sum(e.seconds for e in events)
+            at = ", ".join(str(n) for n in sorted(set(timers[(path, line)])))
+            findings.append(RunFinding(
+                path, line, "JL006", RULES["JL006"],
+                f"{names} was first called here inside the interval timed by the clock read at line {at}, "
+                f"so the interval includes its tracing and compile ({fmt_seconds(seconds)}); call it once on "
+                "the same inputs before starting the timer (or time with `jaxlint.runtime.benchmark`)",
+                seconds, len(events), {"compiles": len(events), "timers": sorted(set(timers[(path, line)]))},
+            ))  # fmt: skip
         return findings
 
     # -- per line -----------------------------------------------------------------------------

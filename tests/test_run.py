@@ -287,6 +287,49 @@ def test_clock_read_after_waiting_is_no_jl006(tmp_path: Path) -> None:
     assert time.perf_counter.__module__ == "time"  # restored
 
 
+def test_finished_work_still_counts_as_not_waited_for(tmp_path: Path) -> None:
+    """The findings do not depend on how fast the device is: here every result is ready before
+    Python asks for it (polled with `is_ready()`, which is no wait), and the copies in the loop
+    and the timed interval are reported all the same; what the program waited for is not."""
+    path = _program(tmp_path, """\
+        import time
+
+        import jax
+        import jax.numpy as jnp
+
+        @jax.jit
+        def step(x):
+            return x * 2 + 1
+
+        def finish(x):
+            while not x.is_ready():
+                time.sleep(0.001)
+            time.sleep(0.001)
+            return x
+
+        def main():
+            x = jnp.ones(4)
+            step(x).block_until_ready()
+            out = []
+            for _ in range(6):
+                y = finish(step(x))
+                out.append(float(y[0]))  # line 22: converts this iteration's work
+                out.append(float(y[1]))  # line 23: y was waited for on line 22
+            start = time.perf_counter()
+            y = finish(step(x))
+            elapsed = time.perf_counter() - start  # line 26: y was never waited for
+            start = time.perf_counter()
+            y = step(x).block_until_ready()
+            waited = time.perf_counter() - start
+            return out, elapsed, waited
+        """)
+    report = _profile_main(path)
+    assert [(f.code, f.line, f.count) for f in report.findings] == [("JL005", 22, 6), ("JL006", 26, 1)]
+    assert report.findings[1].detail["unsynced"] >= 1
+    row = next(r for r in report.to_dict()["lines"] if r["line"] == 23)
+    assert row["host_syncs"] == 6 and row["host_waits"] == 0
+
+
 def test_clock_reads_during_a_garbage_collection_are_left_alone() -> None:
     """A finalizer or gc callback reading the clock must not make the profile ask jax for its
     arrays in the middle of a collection (that crashed the interpreter)."""
@@ -350,12 +393,18 @@ def test_profile_restores_what_it_wrapped() -> None:
     import equinox._jit as eqx_jit
     import jax
 
-    before = (jax.jit, eqx.filter_jit, eqx.tree_at, eqx_jit._call, eqx_jit._preprocess, eqx_jit._postprocess)
+    from jax._src.array import ArrayImpl
+
+    before = (jax.jit, eqx.filter_jit, eqx.tree_at, eqx_jit._call, eqx_jit._preprocess, eqx_jit._postprocess,
+              jax.block_until_ready, ArrayImpl.block_until_ready)  # fmt: skip
     with pytest.raises(ValueError):
         with profile():
             assert jax.jit is not before[0] and eqx.tree_at is not before[2]
+            assert jax.block_until_ready is not before[6] and ArrayImpl.block_until_ready is not before[7]
             raise ValueError
-    assert (jax.jit, eqx.filter_jit, eqx.tree_at, eqx_jit._call, eqx_jit._preprocess, eqx_jit._postprocess) == before
+    after = (jax.jit, eqx.filter_jit, eqx.tree_at, eqx_jit._call, eqx_jit._preprocess, eqx_jit._postprocess,
+             jax.block_until_ready, ArrayImpl.block_until_ready)  # fmt: skip
+    assert after == before
     p = profile()
     with p:
         pass
