@@ -614,6 +614,30 @@ def test_check_evidence_with_eager_dispatch_and_clock_reads(run_cli, tmp_path: P
     assert any(e.startswith("measured in the run (cpu): ") for e in found[(22, "JL001")]["evidence"])
 
 
+@pytest.mark.parametrize(
+    ("case", "measured"),
+    [
+        ("host-copy-in-loop/bad_scan_over_device_array", {20: ("JL005", "37 of them computed since the program last waited")}),
+        ("unsynced-timing/bad_benchmark_loop", {
+            21: ("JL006", "`decode_step` was first called here inside the interval timed by the clock read at line 22"),
+            22: ("JL006", "1 array dispatched in it and not waited for"),
+        }),
+    ],
+)
+def test_check_evidence_with_a_runs_host_waits_and_timing(run_cli, tmp_path: Path, case: str, measured: dict) -> None:  # type: ignore[no-untyped-def, type-arg]
+    """End to end on the fixtures: each static JL005/JL006 gets what the run measured there."""
+    source = (FIXTURES / f"{case}.py").read_text(encoding="utf-8") + '\n\nif __name__ == "__main__":\n    main()\n'
+    (tmp_path / "prog.py").write_text(source, encoding="utf-8")
+    assert run_cli("run", "--output-format", "json", "-o", "run.json", "--", "prog.py").exit_code == 0
+    result = run_cli("check", "--evidence", "run.json", "--output-format", "json", "prog.py")
+    found = {f["line"]: f for f in json.loads(result.stdout)}
+    assert set(found) == set(measured)
+    for line, (code, fact) in measured.items():
+        assert found[line]["code"] == code
+        [evidence] = [e for e in found[line]["evidence"] if e.startswith("measured in the run (cpu): ")]
+        assert fact in evidence, evidence
+
+
 def test_check_evidence_says_when_eager_calls_and_clock_reads_cost_nothing(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "prog.py").write_text("x = 1\n" * 20, encoding="utf-8")
     run = tmp_path / "run.json"
