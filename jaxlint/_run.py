@@ -164,6 +164,10 @@ def _display(path: str) -> str:
 def _source_line(path: str, line: int) -> str:
     import linecache
 
+    # By its absolute name, checked against the file: a relative `prog.py` cached by an earlier
+    # run in this process (the Python API, tests) may be another directory's file.
+    path = os.path.abspath(path)
+    linecache.checkcache(path)
     return linecache.getline(path, line).rstrip("\r\n")
 
 

@@ -760,3 +760,17 @@ def test_waits_inside_to_host_are_not_a_loop_of_waits(tmp_path: Path) -> None:
     run.wall = 1.0
     run.report._finish()
     assert run.report.findings == []
+
+
+def test_run_reads_the_source_line_of_this_directorys_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs in one process of a `prog.py` in two directories (the Python API, tests): the
+    second run's findings are shown with its own source lines, not the first file's."""
+    from jaxlint._run import _source_line
+
+    for name, text in (("one", "x = 1\n"), ("two", "\n\ny = 2\n")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "prog.py").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path / "one")
+    assert _source_line("prog.py", 1) == "x = 1"
+    monkeypatch.chdir(tmp_path / "two")
+    assert _source_line("prog.py", 3) == "y = 2"
