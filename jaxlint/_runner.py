@@ -255,7 +255,15 @@ def _lint_in_pool(
     unfinished: list[_Item] = []
     pool = new_pool(workers)
     try:
-        futures = [(item, pool.submit(_lint_one, item[1], item[2], item[3], options)) for item in order]
+        futures = []
+        for position, item in enumerate(order):
+            try:
+                futures.append((item, pool.submit(_lint_one, item[1], item[2], item[3], options)))
+            except BrokenProcessPool:
+                # A worker died while files were still being handed out: the rest are linted
+                # one by one below, as are those the dead pool did not finish.
+                unfinished.extend(order[position:])
+                break
         for item, future in futures:
             try:
                 computed.append((item, future.result()))

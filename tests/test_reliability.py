@@ -282,6 +282,45 @@ def test_a_parser_crash_in_a_worker_is_reported_against_its_file(tmp_path: Path)
     ]
 
 
+def test_a_pool_broken_while_files_are_handed_out_still_lints_every_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker may die before every file is handed to the pool: `submit` itself then raises.
+    The files not handed out are linted one by one, like those the dead pool did not finish."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from jaxlint import _runner
+    from jaxlint._config import load_settings
+    from jaxlint._discovery import discover
+    from jaxlint._registry import default_rules
+
+    for index in range(_runner._POOL_THRESHOLD + 2):
+        write(tmp_path / f"m{index:02}.py", CHAIN)
+
+    class BreaksAtThirdFile:
+        def __init__(self, workers: int) -> None:
+            self.pool = _runner.ProcessPoolExecutor(max_workers=1)
+            self.handed = 0
+
+        def submit(self, *args: object):  # type: ignore[no-untyped-def]
+            self.handed += 1
+            if self.handed == 3:
+                raise BrokenProcessPool("a worker died")
+            return self.pool.submit(*args)  # type: ignore[arg-type]
+
+        def shutdown(self, *args: object, **kwargs: object) -> None:
+            self.pool.shutdown()
+
+    pools = iter([BreaksAtThirdFile(2)])
+    real_pool = _runner.new_pool
+    monkeypatch.setattr(_runner, "new_pool", lambda workers: next(pools, None) or real_pool(workers))
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(None)
+    files, _ = discover(["."], settings)
+    results = _runner.lint_files(files, settings, default_rules(), jobs=2)
+    assert [r.error for r in results if r.error] == []
+    assert sorted(r.path for r in results) == sorted(f.display for f in files)
+    assert all(len(r.findings) == 1 for r in results)
+
+
 # -- row 6: pool workers die with their parent -------------------------------------------------
 
 
