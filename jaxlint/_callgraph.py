@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import _jaxapi
-from ._frequency import integer_value, leaves_block
+from ._frequency import integer_value, leaves_block, streams
 from ._jaxapi import HOST_METHODS, is_host_copy
 from ._scope import dotted_name, target_names
 from ._walk import iter_children
@@ -577,16 +577,17 @@ class CallGraph:
                     return True
         return False
 
-    def repeats(self, function: Function) -> list[Repeat]:
+    def repeats(self, function: Function, *, compiles: bool = False) -> list[Repeat]:
         """The eager call paths that run `function` once per iteration of a loop that runs
         many times: its own call sites in such loops, or those of the (trusted, plain)
-        functions that call it, up to three levels up."""
+        functions that call it, up to three levels up. `compiles`: many for a compile per
+        call (`runs_many_times(compiles=True)`)."""
         found: list[Repeat] = []
-        self._repeats(function, (), found, {id(function.node)})
+        self._repeats(function, (), found, {id(function.node)}, compiles)
         return found
 
     def _repeats(
-        self, function: Function, chain: tuple[Function, ...], found: list[Repeat], seen: set[int]
+        self, function: Function, chain: tuple[Function, ...], found: list[Repeat], seen: set[int], compiles: bool
     ) -> None:
         for site in function.sites:
             if self.scope_mode(site.scope, site.path) is not Mode.EAGER:
@@ -594,7 +595,7 @@ class CallGraph:
             many = [
                 loop
                 for loop in self.ctx.loops(site.call, site.path)
-                if runs_many_times(self.ctx, loop, site.path, calls=True, searches=True)
+                if runs_many_times(self.ctx, loop, site.path, calls=True, searches=True, compiles=compiles)
             ]
             if many:
                 found.append(Repeat(many[-1], site, chain))
@@ -606,7 +607,7 @@ class CallGraph:
                 and id(caller.node) not in seen
                 and len(chain) < _MAX_DEPTH
             ):
-                self._repeats(caller, (caller, *chain), found, seen | {id(caller.node)})
+                self._repeats(caller, (caller, *chain), found, seen | {id(caller.node)}, compiles)
 
 
 def _repetition(path: Sequence[cst.CSTNode], function: cst.FunctionDef) -> int:
@@ -726,11 +727,14 @@ def runs_many_times(
     calls: bool = False,
     searches: bool = False,
     compiles: bool = False,
+    shown: bool = True,
 ) -> bool:
     """Whether `loop` plausibly runs many times over data (batches, steps, examples), not a
     few times over a literal table, a small constant `range`, or a model's parts (layers,
     parameter dicts, pytree leaves, devices). `path` is a path through the loop (ancestors
-    of something inside it).
+    of something inside it). The loop must show that it runs over data or steps
+    (`_frequency.streams`) unless `compiles`; `shown=False` asks only that it is not
+    known to run a few times.
 
     `calls`: judge it for a per-call cost (eager dispatch, a wrapper's Python overhead)
     rather than a compile per iteration: a literal `range` below `FEW_CALLS` is few, and so
@@ -756,7 +760,12 @@ def runs_many_times(
     index = next((i for i, n in enumerate(path) if n is loop), len(path))
     few = FEW_CALLS if calls else _FEW_ITERATIONS
     words = _PARTS_FEW_PER_COMPILE if compiles else _STRUCTURE_WORDS
-    return _iterates_data(ctx, iterable, list(path[:index]), loop, target, few, words)
+    if not _iterates_data(ctx, iterable, list(path[:index]), loop, target, few, words):
+        return False
+    # For a per-call or per-copy cost the loop must show that it runs over data or steps; a
+    # loop over a caller's values runs an unknown number of times. A compile per iteration
+    # costs seconds, so a loop over a model's blocks or a caller's values counts already.
+    return compiles or not shown or streams(ctx, iterable, [*path[:index], loop])
 
 
 def _returns(loop: cst.For | cst.While) -> bool:

@@ -22,6 +22,7 @@ counts on their own.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -50,6 +51,7 @@ __all__ = [
     "loop_runs",
     "never_runs",
     "runs_few_times",
+    "streams",
 ]
 
 FEW = 20
@@ -102,7 +104,7 @@ def loop_runs(
     if isinstance(loop, cst.For) and _over_dict_entries(loop.iter):
         return LoopRuns(Often.FEW, f"over the entries of a dict (`{header}`)")
     path = [*ancestors, loop]
-    if not runs_many_times(ctx, loop, path):  # type: ignore[arg-type]
+    if not runs_many_times(ctx, loop, path, shown=False):  # type: ignore[arg-type]
         if compiles and runs_many_times(ctx, loop, path, compiles=True):  # type: ignore[arg-type]
             return LoopRuns(Often.MANY, f"over a model's layers or blocks, dozens in a real model (`{header}`)")
         return LoopRuns(Often.FEW, f"over a model's parts or a small table (`{header}`)")
@@ -110,7 +112,119 @@ def loop_runs(
         if isinstance(loop.test, cst.Name) and loop.test.value == "True":
             return LoopRuns(Often.MANY, "until it breaks (`while True`)")
         return LoopRuns(Often.MANY, f"while `{header}` holds")
+    iterable = loop.iter if isinstance(loop, cst.For) else getattr(loop, "for_in", None) and loop.for_in.iter  # type: ignore[attr-defined]
+    if iterable is not None and not streams(ctx, iterable, path):
+        return LoopRuns(Often.UNKNOWN, f"over `{header}`, whose length the code does not show")
     return LoopRuns(Often.MANY, f"over `{header}`")
+
+
+# Calls that iterate over steps or data however long their argument is: a progress bar is
+# put on a long loop, and an endless counter has no length.
+_STREAM_CALLS = frozenset(
+    {
+        "tqdm", "trange", "tqdm.tqdm", "tqdm.trange", "tqdm.auto.tqdm", "tqdm.auto.trange",
+        "tqdm.notebook.tqdm", "tqdm.notebook.trange", "tqdm.std.tqdm", "rich.progress.track",
+        "itertools.count",
+        "itertools.cycle", "range",
+    }
+)  # fmt: skip
+# Wrappers that iterate what they are given: they stream when it does.
+_WRAPPERS = _SAME_LENGTH | {"zip", "map", "filter", "itertools.islice", "itertools.chain", "more_itertools.chunked"}
+# Methods of tf.data, Hugging Face datasets and grain datasets that give a stream of batches.
+_STREAM_METHODS = frozenset(
+    {
+        "as_numpy_iterator", "batch", "padded_batch", "unbatch", "prefetch", "shuffle", "repeat",
+        "iter", "to_iter_dataset", "take", "skip", "iter_batches", "create_iterator",
+    }
+)  # fmt: skip
+# Words of a name that say it holds data or steps (`train_loader`, `val_ds`, `pbar`).
+_STREAM_WORDS = frozenset(
+    {
+        "loader", "dataloader", "data", "dataset", "datasets", "ds", "dset", "batch", "batches",
+        "minibatch", "minibatches", "iterator", "iter", "it", "stream", "pipeline", "pbar", "bar",
+        "progress", "generator", "gen", "steps", "step", "episode", "episodes", "sample",
+        "samples", "example", "examples", "trajectory", "trajectories", "rollout", "rollouts",
+        "train", "val", "valid", "validation", "test", "eval", "queue", "loop", "iterable",
+    }
+)  # fmt: skip
+_STREAM_PARTS = ("loader", "dataset", "batch", "iterator", "stream", "pipeline", "progress", "generator",
+                 "episode", "sample", "example", "trajector", "rollout")  # fmt: skip
+_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+def streams(ctx: FileContext, expr: cst.BaseExpression, path: Sequence[cst.CSTNode], depth: int = 0) -> bool:
+    """Whether a loop over `expr` (read at the end of `path`) shows that it runs over data or
+    steps: a `range` of an unknown count, a progress bar, an endless counter, a data loader or
+    dataset, a generator of this file, or a name bound to one of these; failing that, a name
+    that says it holds data (`train_loader`, `val_ds`, `pbar`). A loop over anything else (a
+    parameter `values`, `self.l2_regs`, the rows of an array) runs an unknown number of times."""
+    if depth > _MAX_DEPTH:
+        return False
+    path = list(path)
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        name = ctx.resolve(func, path, anchor=func) or (func.value if isinstance(func, cst.Name) else None)
+        positional = [a.value for a in expr.args if a.keyword is None and not a.star]
+        if name is not None:
+            library = _library_stream(name)
+            if name in _STREAM_CALLS or library:
+                return True
+            if name in _WRAPPERS:
+                return any(streams(ctx, a, path, depth + 1) for a in positional)
+        if isinstance(func, cst.Attribute) and func.attr.value in _STREAM_METHODS:
+            return True
+        if isinstance(func, cst.Name) and _generator(ctx, func.value, path):
+            return True
+        # What a call yields is named by the call and by what it is given to iterate
+        # (`track(range(n))`, `prefetch_to_device(train_iter)`).
+        return _says_stream(func) or any(streams(ctx, a, path, depth + 1) for a in positional)
+    if isinstance(expr, (cst.GeneratorExp, cst.ListComp)):
+        return streams(ctx, expr.for_in.iter, [*path, expr], depth + 1)
+    if isinstance(expr, cst.Name):
+        bindings = ctx.bindings.of(expr.value, path)
+        for binding in bindings:
+            if binding.kind in (Kind.ASSIGN, Kind.WITH) and binding.value is not None:
+                if streams(ctx, binding.value, binding.path, depth + 1):
+                    return True
+        return _says_stream(expr)
+    return _says_stream(expr)
+
+
+def _library_stream(name: str) -> bool:
+    from ._jaxapi import DATA_LOADERS, DATASET_MODULES, OPERATION_LOADERS
+
+    return name in DATA_LOADERS or name in OPERATION_LOADERS or name.startswith(DATASET_MODULES)
+
+
+def _generator(ctx: FileContext, name: str, path: Sequence[cst.CSTNode]) -> bool:
+    """Whether `name` is a generator function this file defines."""
+    from ._callgraph import iter_subtree_no_scopes
+
+    for binding in ctx.bindings.of(name, path):
+        if binding.kind is Kind.DEF and isinstance(binding.node, cst.FunctionDef):
+            body = binding.node.body
+            if any(isinstance(n, cst.Yield) for n in iter_subtree_no_scopes(body)):
+                return True
+    return False
+
+
+def _says_stream(expr: cst.CSTNode) -> bool:
+    """Whether the names in `expr` (the attribute's own name, a subscript's value and key)
+    say it holds data or steps."""
+    if isinstance(expr, cst.Attribute):
+        return _stream_word(expr.attr.value)
+    if isinstance(expr, cst.Name):
+        return _stream_word(expr.value)
+    if isinstance(expr, cst.Subscript):
+        keys = [e.slice.value for e in expr.slice if isinstance(e.slice, cst.Index)]
+        return _says_stream(expr.value) or any(isinstance(k, cst.SimpleString) and _stream_word(k.raw_value) for k in keys)
+    return False
+
+
+def _stream_word(text: str) -> bool:
+    words = [word.lower() for word in _WORD.findall(text)]
+    # Whole words, or a long one run together with others (`testloader`, `trainbatches`).
+    return any(word in _STREAM_WORDS or any(part in word for part in _STREAM_PARTS) for word in words)
 
 
 def describe_loop(

@@ -8,6 +8,8 @@ among its arguments: a training or evaluation step.
 
 It stays silent for calls made once or a few times (outside loops, in a loop over a short
 literal, a `range` below 100, or a model's layers, under `if step % every == 0:`, in tests;
+in a loop that does not show it runs over data or steps, a caller's `values` or the rows of
+an array: `_frequency.streams`;
 in a `while not done:` loop only a Module argument counts: a solver's state is a few
 arrays), for calls inside code that is itself traced (a function under
 `jax.jit`, `eqx.filter_vmap`, `eqx.filter_grad`, `lax.scan`...: those calls are inlined into

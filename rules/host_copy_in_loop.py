@@ -72,7 +72,9 @@ Python values built to be used where Python values are needed right after
 `jnp.zeros(sizes)`), in loops whose header says they run 20 times or fewer (`range(16)`, `jnp.array([0.1, 0.5, 0.9])`,
 `range(1, maxiter + 1)` with `maxiter = 15` assigned in the function or the module,
 `enumerate(prompts)` or `range(len(prompts))` over a literal list of a few prompts to verify:
-`jaxlint._frequency`), and for results of functions behind a decorator it
+`jaxlint._frequency`), in loops that do not show they run over data or steps (a caller's
+`prompts`, `self.l2_regs`, the rows of an array: `_frequency.streams`; a `range` of a count,
+a loader, a dataset or a progress bar shows it), and for results of functions behind a decorator it
 does not know (`@utils.jit_cpu()`: the decorator may place or convert them), which are not
 known device values.
 
@@ -270,8 +272,10 @@ class HostCopyInLoop(Rule):
         # around it (`_excused`), not for a loop under it (an eval loop run when it fires).
         for loop in reversed(loops):
             loop_path = path[: _index(path, loop)]
-            if loop_runs(ctx, loop, loop_path).often is Often.FEW:
-                continue  # a few times per iteration of a loop around it, if any
+            if loop_runs(ctx, loop, loop_path).often is not Often.MANY:
+                # A few times, or a number the code does not show, per iteration of a loop
+                # around it, if any.
+                continue
             if self._excused(node, loop, path):
                 return None
             inner = loops[loops.index(loop) + 1 :]

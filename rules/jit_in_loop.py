@@ -215,7 +215,7 @@ class JitInLoop(Rule):
             return
         if self._in_benchmark(ancestors):
             return
-        repeat = next((r for r in graph.repeats(known) if not _occasional(r) and not _few(self.ctx, r)), None)
+        repeat = next((r for r in graph.repeats(known, compiles=True) if not _occasional(r) and not _few(self.ctx, r)), None)
         if repeat is None:
             return  # not run per iteration, only under `if step % every == 0:`, or a few times
         short = api.rsplit(".", 1)[-1] if api != "jax.jit" else "jax.jit"

@@ -8,7 +8,9 @@ It also finds a Flax/haiku `model.apply(variables, x, ...)` called directly in s
 (seed 001's decode loops), reported at the call.
 
 The rule wants evidence, all in the same file: a loop that runs many times (not a literal
-table, a small constant `range`, or a loop over layers or parameter dicts) in code that runs
+table, a small constant `range`, or a loop over layers or parameter dicts, and one that shows
+it runs over data or steps: a `range` of a count, a loader, a progress bar; not a caller's
+`images` or `designs`, whose number the code does not show: `_frequency.streams`) in code that runs
 eagerly (module level, `main`, a function called from there, or driver code with `print`,
 `.item()`, `tqdm`, timers), calling the function by name. It stays silent when the function
 is jitted anywhere in the file (decorated, `f = jax.jit(f)`, `fast = jax.jit(f)`), handed to
