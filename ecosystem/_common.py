@@ -35,15 +35,18 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "jaxlint-ecosystem"
 
 
-def run_jaxlint(folder: Path, jobs: int, pythonpath: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_jaxlint(
+    folder: Path, jobs: int, pythonpath: str | None = None, *, preview: bool = False
+) -> subprocess.CompletedProcess[str]:
     """`jaxlint check` with every rule over `folder`, as JSON lines (from `folder`, so paths are
-    relative to it; `pythonpath` puts another copy of jaxlint first)."""
+    relative to it; `pythonpath` puts another copy of jaxlint first; `preview`: with
+    `--preview`)."""
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     return subprocess.run(
         [sys.executable, "-m", "jaxlint", "check", "--output-format", "jsonl", "--no-cache",
-         "--exit-zero", "-q", "--select", "JL", "-j", str(jobs), "."],
+         "--exit-zero", "-q", "--select", "JL", "-j", str(jobs), *(["--preview"] if preview else []), "."],
         cwd=folder,
         env=env,
         capture_output=True,

@@ -1,11 +1,12 @@
 """Lint the exported corpus with every rule and collect the findings as sites.
 
-    python ecosystem/lint.py [--rev REV] [--split dev|test] [-j N] [--out FILE]
+    python ecosystem/lint.py [--rev REV] [--preview] [--split dev|test] [-j N] [--out FILE]
 
 Without `--rev` it lints with the jaxlint of this checkout (its working tree); `--rev REV`
 installs that git revision of this repository into a scratch folder first, so two versions can
 be compared (`score.py --diff`). Results are kept per (jaxlint source, repository commit) under
-`$JAXLINT_ECOSYSTEM_CACHE/results/`, so scoring again after editing labels costs nothing.
+`$JAXLINT_ECOSYSTEM_CACHE/results/`, so scoring again after editing labels costs nothing;
+`--preview` lints with jaxlint's `--preview` (its results are kept apart).
 
 A finding's site is (repo, path, line, code); in a notebook the path is `file.ipynb#CELL` and the
 line is the line within that cell, as jaxlint reports it.
@@ -51,10 +52,12 @@ class LintRun:
 
 
 class Linter:
-    """A jaxlint to run: this checkout, or a revision installed into a scratch folder."""
+    """A jaxlint to run: this checkout, or a revision installed into a scratch folder;
+    `preview`: run with `--preview`."""
 
-    def __init__(self, rev: str | None = None) -> None:
+    def __init__(self, rev: str | None = None, *, preview: bool = False) -> None:
         self.rev = rev
+        self.preview = preview
         self._scratch: Path | None = None
         if rev is None:
             changed = _git("status", "--porcelain", "--", *SOURCE_FOLDERS).strip()
@@ -85,13 +88,14 @@ class Linter:
             shutil.rmtree(self._scratch, ignore_errors=True)
 
     def lint(self, repo: Repo, jobs: int) -> LintRun:
-        stored = cache_dir() / "results" / self.key[:16] / f"{repo.folder.name}@{repo.commit[:12]}.json"
+        variant = self.key[:16] + ("-preview" if self.preview else "")
+        stored = cache_dir() / "results" / variant / f"{repo.folder.name}@{repo.commit[:12]}.json"
         if stored.is_file():
             data = json.loads(stored.read_text())
             return LintRun([Finding(**item) for item in data["findings"]], data["errors"])
         if not repo.folder.is_dir():
             raise LookupError(f"{repo.name} is not exported: run ecosystem/export.py first")
-        completed = run_jaxlint(repo.folder, jobs, self.pythonpath)
+        completed = run_jaxlint(repo.folder, jobs, self.pythonpath, preview=self.preview)
         run = LintRun([], [])
         for line in completed.stdout.splitlines():
             item = json.loads(line)
@@ -162,13 +166,14 @@ def _tree_hash(root: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rev", help="a git revision of this repository (default: the working tree)")
+    parser.add_argument("--preview", action="store_true", help="lint with jaxlint's --preview")
     parser.add_argument("--split", choices=("dev", "test"))
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path, help="write the findings here as JSON lines")
     args = parser.parse_args(argv)
     corpus = load_corpus()
     repos = [r for r in corpus.repos if not args.split or r.split == args.split]
-    linter = Linter(args.rev)
+    linter = Linter(args.rev, preview=args.preview)
     try:
         run = lint_corpus(linter, repos, args.jobs)
     finally:

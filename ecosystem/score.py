@@ -1,13 +1,14 @@
 """Precision and recall of every rule on the labelled corpus, per split, with 95% intervals.
 
-    python ecosystem/score.py [--split dev|test] [--rev REV] [-v] [-j N]
+    python ecosystem/score.py [--split dev|test] [--rev REV] [--preview] [-v] [-j N]
     python ecosystem/score.py --diff REV_A REV_B
     python ecosystem/score.py --min-precision 0.9 --min-recall 0.6 --min-recall JL007=0.5
 
 Lints the exported corpus (`export.py` first) with this checkout, or `--rev REV` of it, and
-matches its findings to `labels.tsv` (see README.md for how sites match). `-v` lists, for the
-dev split only, the findings nobody has judged and the true positives the rules miss: the test
-split is counted, never read case by case. Thresholds apply to `--threshold-split` (default
+matches its findings to `labels.tsv` (see README.md for how sites match); `--preview` lints with
+jaxlint's `--preview`, to measure what is in preview before it becomes the default. `-v` lists,
+for the dev split only, the findings nobody has judged and the true positives the rules miss:
+the test split is counted, never read case by case. Thresholds apply to `--threshold-split` (default
 test) and make the exit status 1 when a rule is below one; internal errors of jaxlint on the
 corpus also exit 1.
 """
@@ -191,7 +192,7 @@ def diff(args: argparse.Namespace, repos_by_split: dict[str, list]) -> int:
     rev_a, rev_b = args.diff
     runs = {}
     for rev in (rev_a, rev_b):
-        linter = Linter(None if rev == "WORKTREE" else rev)
+        linter = Linter(None if rev == "WORKTREE" else rev, preview=args.preview)
         try:
             runs[rev] = {
                 split: lint_corpus(linter, repos, args.jobs, progress=False)
@@ -227,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rev", help="score this git revision of jaxlint (default: the working tree)")
     parser.add_argument("--diff", nargs=2, metavar=("REV_A", "REV_B"),
                         help="list findings gained and lost from REV_A to REV_B (WORKTREE: this checkout)")
+    parser.add_argument("--preview", action="store_true",
+                        help="lint with jaxlint's --preview (results cached apart from those without)")
     parser.add_argument("--list-test", action="store_true",
                         help="with --diff: list the test split's findings too (then rotate those repos)")
     parser.add_argument("-v", "--verbose", action="store_true",
@@ -253,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: labels name repositories not in repos.toml: {', '.join(unknown)}", file=sys.stderr)
         return 2
 
-    linter = Linter(args.rev)
+    linter = Linter(args.rev, preview=args.preview)
     status = 0
     try:
         for split in splits:

@@ -122,6 +122,16 @@ def test_thresholds_fail_a_rule_below_them():
     assert score.check_thresholds(scores, args) == []
 
 
+def test_preview_is_passed_to_the_lint(monkeypatch, tmp_path: Path):
+    """`score.py --preview` measures what is in preview: the lint runs with `--preview`, and
+    only then."""
+    commands = []
+    monkeypatch.setattr(_common.subprocess, "run", lambda command, **kwargs: commands.append(command))
+    _common.run_jaxlint(tmp_path, 2)
+    _common.run_jaxlint(tmp_path, 2, preview=True)
+    assert ["--preview" in command for command in commands] == [False, True]
+
+
 def test_loose_finder_over_reports_each_rule_pattern():
     source = '''
 import time
