@@ -23,14 +23,13 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from ._config import ConfigError, Settings, find_config, has_table, load_settings
-from ._discovery import SourceFile, discover, is_excluded, stdin_source
+from ._discovery import SourceFile, discover, is_excluded, project_files, stdin_source
 from ._engine import SYNTAX_ERROR_CODE, Finding
 from ._registry import SelectionError, all_rules, expand, get_rule
 from ._report import FORMATS, STATISTICS_FORMATS, render, render_statistics
 from ._rule import Rule
 from ._progress import ProgressBar
-from ._project import project_for
-from ._runner import CACHE_DIRECTORY, CACHE_TAG, LintCache, Skipped, lint_files, read_source
+from ._runner import CACHE_DIRECTORY, CACHE_TAG, Skipped, cache_directory, cache_for, lint_files, project_of, read_source
 from ._version import __version__
 
 
@@ -291,6 +290,13 @@ class _Run:
             options["output_format"], options["output_file"], options["quiet"], options["exit_zero"],
         )  # fmt: skip
 
+    def context(self, group: _Group) -> list[SourceFile]:
+        """The rest of the project of standard input's file, when it is named: its other
+        modules are summarized (not linted) so that it sees what they define."""
+        if self.stdin is None or self.stdin[0] == "-" or not group.files:
+            return []
+        return project_files(self.stdin[0], group.settings)
+
     def inputs(self) -> tuple[list[_Group], list[str]]:
         """The files to lint, grouped by configuration, and one error line per bad path."""
         if self.stdin is not None:
@@ -306,16 +312,6 @@ class _Run:
             return open(self.output_file, "w", encoding="utf-8")  # noqa: SIM115 - closed by the caller
         except OSError as error:
             raise UsageProblem(f"{self.output_file}: cannot write: {error.strerror or error}") from None
-
-
-def _cache_dir(settings: Settings, option: str | None) -> Path:
-    """`--cache-dir`, then `JAXLINT_CACHE_DIR`, then `cache-dir`, then `.jaxlint_cache` in
-    the project root."""
-    if option:
-        return Path(option)
-    if os.environ.get("JAXLINT_CACHE_DIR"):
-        return Path(os.environ["JAXLINT_CACHE_DIR"])
-    return settings.cache_dir or settings.root / CACHE_DIRECTORY
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -363,13 +359,14 @@ def _check_once(run: _Run, options: dict) -> int:  # type: ignore[type-arg]
     bar = ProgressBar(sum(len(g.files) for g in groups), sys.stderr if not run.quiet else io.StringIO())
     try:
         for group in groups:
+            context = run.context(group)
             cache = None
-            if not options["no_cache"] and run.stdin is None:
-                key = _settings_key(group.settings, group.rules)
-                cache = LintCache(group.settings.root, key, _cache_dir(group.settings, options["cache_dir"]))  # type: ignore[arg-type]
+            if not options["no_cache"] and (run.stdin is None or context):
+                cache = cache_for(group.settings, group.rules, options["cache_dir"])  # type: ignore[arg-type]
             results += lint_files(
-                group.files, group.settings, group.rules, jobs=options["jobs"], cache=cache, progress=bar.advance  # type: ignore[arg-type]
-            )
+                group.files, group.settings, group.rules, jobs=options["jobs"], cache=cache, progress=bar.advance,  # type: ignore[arg-type]
+                context=context,
+            )  # fmt: skip
             if cache is not None:
                 cache.save()
     finally:
@@ -437,19 +434,6 @@ def _load_evidence(path: str):  # type: ignore[no-untyped-def]
         raise UsageProblem(str(error)) from None
 
 
-def _settings_key(settings: Settings, rules: Sequence[type[Rule]]) -> str:
-    import json
-
-    return json.dumps(
-        {
-            "rules": [r.SLUG for r in rules],
-            "options": settings.rule_options,
-            "per_file_ignores": settings.per_file_ignores,
-        },
-        sort_keys=True,
-    )
-
-
 @cli.command()
 @_path_argument
 @click.option("--rule", "fix_rules", multiple=True, help="Fix only this rule (repeatable; slug or code).")
@@ -484,11 +468,14 @@ def _fix_run(run: _Run, options: dict, only: set[type[Rule]] | None) -> int:  # 
     for group in groups:
         sources = [read_source(file, group.settings.max_file_size) for file in group.files]
         # What the other files define, as `check` sees it (read before any file is rewritten).
-        project = project_for(
-            ((f.display, f.path, d) for f, d in zip(group.files, sources) if not isinstance(d, str)),
-            preview=group.settings.preview,
-            library=group.settings.library,
-        )
+        context = run.context(group)
+        # The facts of standard input's project come from the cache `check` keeps.
+        cache = None
+        if context and not options.get("no_cache"):
+            cache = cache_for(group.settings, group.rules, options.get("cache_dir"))  # type: ignore[arg-type]
+        project = project_of(group.files, sources, group.settings, cache, context)
+        if cache is not None:
+            cache.save()
         for file, data in zip(group.files, sources):
             if isinstance(data, str):
                 (skipped if isinstance(data, Skipped) else errors).append(data)
@@ -694,7 +681,7 @@ def clean_command(cache_dir: str | None) -> None:
     import shutil
 
     settings = _settings([], None)
-    targets = {_cache_dir(settings, cache_dir)}
+    targets = {cache_directory(settings, cache_dir)}
     for directory, subdirectories, _ in os.walk("."):
         if CACHE_DIRECTORY in subdirectories:
             targets.add(Path(directory) / CACHE_DIRECTORY)

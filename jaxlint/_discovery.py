@@ -19,7 +19,7 @@ from ._gitignore import IgnoreRules
 from ._gitignore import IgnoreRules
 
 
-__all__ = ["SourceFile", "discover", "is_excluded", "printable", "stdin_source"]
+__all__ = ["SourceFile", "discover", "is_excluded", "printable", "project_files", "stdin_source"]
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
@@ -152,3 +152,13 @@ def stdin_source(
     if force_exclude and is_excluded(path, settings):
         return []
     return [SourceFile(name, path, content=content)]
+
+
+def project_files(name: str, settings: Settings) -> list[SourceFile]:
+    """The files of the project that the file `name` (standard input's) belongs to: what
+    `jaxlint check` discovers from its project root (the folder of its configuration, or the
+    working directory), with the same excludes. Nothing when `name` lies outside that root."""
+    root = real_path(settings.root)
+    if root not in real_path(name).parents:
+        return []
+    return discover([str(root)], settings)[0]

@@ -30,6 +30,7 @@ from ._discovery import discover, stdin_source
 from ._engine import SYNTAX_ERROR_CODE, Analysis, Finding, analyze, decode_source
 from ._fixer import apply_fixes, fix_source
 from ._project import Project, project_for
+from ._runner import LintCache, cache_for, settings_key
 from ._registry import SelectionError, get_rule
 from ._rule import Rule
 from ._suppress import parse_suppression
@@ -93,19 +94,32 @@ def _whole_text_edit(old: str, new: str) -> types.TextEdit:
     return types.TextEdit(range=types.Range(start=start, end=end), new_text="".join(new_lines[head : len(new_lines) - tail]))
 
 
+class _MemoryCache:
+    """Module facts kept in memory only (`LintCache`'s entries, without its file)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, object] = {}
+        self.dirty = False
+
+    def save(self) -> None:
+        pass
+
+
 class JaxlintServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("jaxlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.lints: dict[str, _Lint] = {}
         self.pending: dict[str, asyncio.TimerHandle] = {}
-        # The project's Python files (as on disk, or as open in the editor) per project root,
-        # and each module's facts by content hash: what `jaxlint check` knows about
-        # the other modules of a run (`_project`), kept up to date on open, change and save.
+        # The project's Python files as on disk, per project root (a saved file is read
+        # again), and the cache `jaxlint check` keeps there for each configuration, which
+        # holds each module's facts by content hash: what `jaxlint check` knows about the
+        # other modules of a run (`_project`).
         self.sources: dict[Path, dict[Path, bytes]] = {}
-        self.facts: dict[str, object] = {}
+        self.caches: dict[tuple[Path, str], LintCache | _MemoryCache] = {}
 
-    def project(self, settings: Settings, path: Path, data: bytes) -> Project:
-        """What the other modules of the file's project define, with the file as edited."""
+    def project(self, settings: Settings, rules: Sequence[type[Rule]], path: Path, data: bytes) -> Project:
+        """What the other modules of the file's project define, with the file, and every other
+        open document of the project, as edited (their unsaved text is never stored)."""
         root = settings.root
         sources = self.sources.get(root)
         if sources is None:
@@ -120,8 +134,41 @@ class JaxlintServer(LanguageServer):
                 except OSError:
                     continue
             self.sources[root] = sources
-        sources[Path(os.path.realpath(path))] = data
-        return project_for(((str(p), p, d) for p, d in sources.items()), self.facts, preview=settings.preview, library=settings.library)  # type: ignore[arg-type]
+        edited = {path: data}
+        for document in list(self.workspace.text_documents.values()):
+            if document.uri.startswith("file:") and document.path.endswith(".py"):
+                other = Path(os.path.realpath(document.path))
+                if other in sources and other not in edited:
+                    edited[other] = document.source.encode("utf-8")
+        # A loose file (no pyproject.toml) gets no cache folder beside it: facts in memory.
+        key = (root, settings_key(settings, rules) if settings.config_file is not None else "")
+        cache = self.caches.get(key)
+        if cache is None:
+            cache = self.caches[key] = cache_for(settings, rules) if key[1] else _MemoryCache()
+        known = len(cache.entries)
+        project = project_for(
+            ((str(p), p, d) for p, d in sources.items() if p not in edited),
+            cache.entries,
+            preview=settings.preview,
+            library=settings.library,
+            unsaved=[(str(p), p, d) for p, d in edited.items()],
+        )
+        if len(cache.entries) != known:
+            cache.dirty = True
+            cache.save()
+        return project
+
+    def saved(self, uri: str) -> None:
+        """A saved document is the project's file on disk from now on."""
+        if not uri.startswith("file:"):
+            return
+        path = Path(os.path.realpath(self.workspace.get_text_document(uri).path))
+        for sources in self.sources.values():
+            if path in sources:
+                try:
+                    sources[path] = path.read_bytes()
+                except OSError:
+                    del sources[path]
 
     # -- linting ---------------------------------------------------------------------
 
@@ -143,7 +190,7 @@ class JaxlintServer(LanguageServer):
         file_rules = tuple(r for r in rules if r not in ignored)
         data = text.encode("utf-8")
         real = Path(os.path.realpath(path))
-        project = self.project(settings, real, data) if uri.startswith("file:") else None
+        project = self.project(settings, rules, real, data) if uri.startswith("file:") else None
         analysis = analyze(str(real), data, file_rules, settings.rule_options, project, as_notebook=False)
         lint = _Lint(text, analysis, settings, file_rules)
         self.lints[uri] = lint
@@ -309,6 +356,7 @@ def create_server() -> JaxlintServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: JaxlintServer, params: types.DidSaveTextDocumentParams) -> None:
+        ls.saved(params.text_document.uri)
         ls.publish(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)

@@ -587,15 +587,18 @@ def project_for(
     *,
     preview: bool = False,
     library: _jaxapi.Library | None = None,
+    unsaved: Iterable[tuple[str, Path, bytes]] = (),
 ) -> Project:
     """The project of a run: `files` are (display path, path, bytes) of its Python files.
     `store` (the lint cache's entries) keeps each module's facts by content hash, so a warm
-    run reads no file's tree again. Which functions other modules call only from traced code
-    is always used; what they jit only with `preview` (`Project.from_facts`). `library`: the
-    library table with the user's `extend-*` names (default: as shipped)."""
+    run reads no file's tree again. `unsaved`: more files, whose text is not what their path
+    holds on disk (standard input, an editor's buffer): summarized, never stored. Which
+    functions other modules call only from traced code is always used; what they jit only
+    with `preview` (`Project.from_facts`). `library`: the library table with the user's
+    `extend-*` names (default: as shipped)."""
     library = library or _jaxapi.base_library()
     with _jaxapi.using(library):
-        facts = _module_facts(files, store, library)
+        facts = _module_facts(files, store, library) + _module_facts(unsaved, None, library)
     return Project.from_facts(facts, imported_jit=preview, library=library)
 
 

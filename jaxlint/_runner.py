@@ -17,7 +17,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from ._config import Settings, format_size
-from ._discovery import SourceFile
+from ._discovery import SourceFile, real_path
 from ._engine import FileResult, Finding, analyze
 from ._project import Project, project_for
 from ._registry import all_rules
@@ -25,7 +25,10 @@ from ._rule import Rule
 from ._version import __version__
 
 
-__all__ = ["CACHE_DIRECTORY", "CACHE_TAG", "LintCache", "Skipped", "lint_files", "read_source"]
+__all__ = [
+    "CACHE_DIRECTORY", "CACHE_TAG", "LintCache", "Skipped", "cache_directory", "cache_for", "lint_files", "project_of",
+    "read_source", "settings_key",
+]  # fmt: skip
 
 CACHE_DIRECTORY = ".jaxlint_cache"
 # https://bford.info/cachedir/: backup tools skip the folder, and `jaxlint clean` only
@@ -149,6 +152,34 @@ class LintCache:
                     temporary.unlink()
         except OSError:
             pass  # a cache that cannot be written is only slower, never wrong
+
+
+def cache_directory(settings: Settings, option: str | None = None) -> Path:
+    """`--cache-dir`, then `JAXLINT_CACHE_DIR`, then `cache-dir`, then `.jaxlint_cache` in
+    the project root."""
+    if option:
+        return Path(option)
+    if os.environ.get("JAXLINT_CACHE_DIR"):
+        return Path(os.environ["JAXLINT_CACHE_DIR"])
+    return settings.cache_dir or settings.root / CACHE_DIRECTORY
+
+
+def settings_key(settings: Settings, rules: Sequence[type[Rule]]) -> str:
+    """What findings depend on besides the source: one cache file per key."""
+    return json.dumps(
+        {
+            "rules": [r.SLUG for r in rules],
+            "options": settings.rule_options,
+            "per_file_ignores": settings.per_file_ignores,
+        },
+        sort_keys=True,
+    )
+
+
+def cache_for(settings: Settings, rules: Sequence[type[Rule]], directory: str | None = None) -> LintCache:
+    """The cache `jaxlint check` keeps for files of these settings linted with `rules`
+    (`directory`: `--cache-dir`)."""
+    return LintCache(settings.root, settings_key(settings, rules), cache_directory(settings, directory))
 
 
 # A notebook finding's cell, and the lines of the `.ipynb` text it is on: None or >= 1.
@@ -288,6 +319,39 @@ def _lint_in_pool(
     return computed
 
 
+def project_of(
+    files: Sequence[SourceFile],
+    sources: Sequence[bytes | str],
+    settings: Settings,
+    cache: LintCache | None = None,
+    context: Sequence[SourceFile] = (),
+) -> Project:
+    """What the `files` of a run define (`sources`: what `read_source` gave for each), and the
+    files of `context`: the rest of their project, summarized but not linted (standard input's
+    file is linted knowing what its project defines). Module facts live in `cache` beside the
+    findings ("facts:" keys), so a warm run summarizes only what changed; a file whose text
+    is not on disk (`content`) is summarized from that text and never stored, and it stands
+    for the file of `context` at its path."""
+    on_disk: list[tuple[str, Path, bytes]] = []
+    unsaved: list[tuple[str, Path, bytes]] = []
+    for file, data in zip(files, sources):
+        if not isinstance(data, str):
+            (unsaved if file.content is not None else on_disk).append((file.display, file.path, data))
+    taken = {real_path(f.path) for f in files}
+    for file in context:
+        if real_path(file.path) not in taken:
+            data = read_source(file, settings.max_file_size)
+            if not isinstance(data, str):
+                on_disk.append((file.display, file.path, data))
+    known = len(cache.entries) if cache is not None else 0
+    project = project_for(
+        on_disk, cache.entries if cache is not None else None, preview=settings.preview, library=settings.library, unsaved=unsaved
+    )
+    if cache is not None and len(cache.entries) != known:
+        cache.dirty = True
+    return project
+
+
 def lint_files(
     files: Sequence[SourceFile],
     settings: Settings,
@@ -296,22 +360,16 @@ def lint_files(
     jobs: int | None = None,
     cache: LintCache | None = None,
     progress: Callable[[], None] | None = None,
+    context: Sequence[SourceFile] = (),
 ) -> list[FileResult]:
     """Lint `files`; results come back in the order of `files`. Every file is linted knowing
-    what the others define (`_project`): the files of one run are one project."""
+    what the others define (`_project`): the files of one run are one project, with
+    `context`, the rest of their project when they are not all of it (`project_of`)."""
     global _PROJECT
     results: list[FileResult | None] = [None] * len(files)
     pending: list[tuple[int, str, bytes, tuple[str, ...], str | None]] = []
     sources = [read_source(file, settings.max_file_size) for file in files]
-    known = len(cache.entries) if cache is not None else 0
-    _PROJECT = project_for(
-        ((file.display, file.path, data) for file, data in zip(files, sources) if not isinstance(data, str)),
-        cache.entries if cache is not None else None,  # module facts live beside findings ("facts:" keys)
-        preview=settings.preview,
-        library=settings.library,
-    )
-    if cache is not None and len(cache.entries) != known:
-        cache.dirty = True
+    _PROJECT = project_of(files, sources, settings, cache, context)
     for index, (file, data) in enumerate(zip(files, sources)):
         if isinstance(data, Skipped):
             results[index] = FileResult(file.display, skipped=data)
@@ -320,8 +378,11 @@ def lint_files(
             results[index] = FileResult(file.display, error=data)
             continue
         slugs = tuple(r.SLUG for r in _rules_for(file, settings, rules))
-        # A file's findings depend on its bytes and on the facts of the other modules.
-        key = LintCache.key(f"{file.display}\0{','.join(slugs)}\0{_PROJECT.digest_for(file.display)}", data) if cache else None
+        # A file's findings depend on its bytes and on the facts of the other modules. Text
+        # from standard input is not kept: an editor pipes a new one at every pause.
+        key = None
+        if cache is not None and file.content is None:
+            key = LintCache.key(f"{file.display}\0{','.join(slugs)}\0{_PROJECT.digest_for(file.display)}", data)
         cached = cache.get(key) if cache and key else None
         if cached is not None:
             results[index] = cached

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from test_cli import CHAIN, CHAIN_FIXED_LINE, CLEAN, LOOP
+from test_projects import CASES, PROJECTS as PROJECTS_DIR, _expected, _files
 
 
 pytest.importorskip("pygls")
@@ -235,3 +236,47 @@ def test_the_other_modules_of_the_project_count(client: Client, tmp_path: Path) 
     loop = tmp_path / "project" / "trainer" / "loop.py"
     diagnostics = client.diagnostics(open_document(client, loop, loop.read_text(encoding="utf-8")))
     assert [(d["code"], d["range"]["start"]["line"]) for d in diagnostics] == [("JL005", 9)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_an_open_document_sees_the_rest_of_the_project(client: Client, tmp_path: Path, case: Path) -> None:
+    """Each file of a fixture project opened in the editor is linted knowing what the other
+    modules define: together the findings `jaxlint check --preview` reports on the folder."""
+    import shutil
+
+    shutil.copytree(case, tmp_path / "project")
+    config = tmp_path / "project" / "pyproject.toml"
+    config.write_text((config.read_text(encoding="utf-8") if config.exists() else "[tool.jaxlint]\n") + "preview = true\n", encoding="utf-8")
+    found = set()
+    for name in _files(case):
+        path = tmp_path / "project" / name
+        for d in client.diagnostics(open_document(client, path, path.read_text(encoding="utf-8"))):
+            found.add((name, d["range"]["start"]["line"] + 1, d["data"]["rule"]))
+    assert found == _expected(case)
+
+
+def test_unsaved_edits_of_another_module_count_until_it_is_closed(client: Client, tmp_path: Path) -> None:
+    """What an open module defines is what its editor buffer holds: with the jit taken off the
+    step (not saved), the loop's float() is no longer a host copy of device values; closed
+    without saving, the step on disk counts again."""
+    import shutil
+
+    shutil.copytree(PROJECTS_DIR / "jitted_elsewhere", tmp_path / "project")
+    (tmp_path / "project" / "pyproject.toml").write_text("[tool.jaxlint]\npreview = true\n", encoding="utf-8")
+    loop, steps = (tmp_path / "project" / "trainer" / name for name in ("loop.py", "steps.py"))
+    loop_uri = open_document(client, loop, loop.read_text(encoding="utf-8"))
+    assert [d["code"] for d in client.diagnostics(loop_uri)] == ["JL005"]
+    text = steps.read_text(encoding="utf-8")
+    steps_uri = open_document(client, steps, text)
+    client.diagnostics(steps_uri)
+    client.notify(
+        "textDocument/didChange",
+        {"textDocument": {"uri": steps_uri, "version": 2}, "contentChanges": [{"text": text.replace("@jax.jit\n", "")}]},
+    )
+    client.diagnostics(steps_uri)
+    client.notify("textDocument/didSave", {"textDocument": {"uri": loop_uri}})
+    assert client.diagnostics(loop_uri) == []
+    client.notify("textDocument/didClose", {"textDocument": {"uri": steps_uri}})
+    client.diagnostics(steps_uri)
+    client.notify("textDocument/didSave", {"textDocument": {"uri": loop_uri}})
+    assert [d["code"] for d in client.diagnostics(loop_uri)] == ["JL005"]

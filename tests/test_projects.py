@@ -86,6 +86,25 @@ def test_what_other_modules_jit_is_preview(run_cli, in_case) -> None:
     assert json.loads(result.stdout) == []
 
 
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_standard_input_sees_the_rest_of_the_project(case: Path, tmp_path: Path, run_cli) -> None:
+    """Each file of a case piped through `--stdin-filename` (as an editor or a pre-commit pipe
+    does) is linted knowing what the project's other modules define: together the same
+    findings as `check` on the folder."""
+    import shutil
+
+    shutil.copytree(case, tmp_path, dirs_exist_ok=True)
+    found = set()
+    for name in _files(case):
+        text = (tmp_path / name).read_text()
+        (tmp_path / name).write_text("# on disk: not what is piped\n")  # the piped text counts
+        result = run_cli("check", "--exit-zero", "--preview", "--output-format", "json", "--stdin-filename", name, "-", input=text)
+        (tmp_path / name).write_text(text)
+        assert result.exit_code == 0, result.output
+        found |= {(f["path"], f["line"], f["rule"]) for f in json.loads(result.stdout)}
+    assert found == _expected(case)
+
+
 def test_user_jit_wrapper_comes_from_the_config(tmp_path: Path, run_cli, in_case) -> None:
     """`user_jit_wrapper` knows `mylib.compile` only through its pyproject.toml
     (`extend-jit-wrappers`): without it, the same files report nothing."""
@@ -109,6 +128,43 @@ def _linted(monkeypatch) -> list[str]:  # type: ignore[no-untyped-def]
 
     monkeypatch.setattr(_runner, "_lint_one", counting)
     return linted
+
+
+def test_standard_input_into_a_warm_project_summarizes_only_itself(tmp_path: Path, run_cli, monkeypatch) -> None:
+    """After `check` (or a first pipe), the facts of the project's modules come from the cache:
+    a pipe reads the tree of the piped text alone and lints it alone, and stores neither."""
+    import shutil
+
+    from jaxlint import _project
+
+    shutil.copytree(PROJECTS / "jitted_elsewhere" / "trainer", tmp_path / "trainer")
+    linted = _linted(monkeypatch)
+    summarized: list[str] = []
+    summarize = _project.summarize
+
+    def counting(module, text, **kwargs):  # type: ignore[no-untyped-def]
+        summarized.append(module)
+        return summarize(module, text, **kwargs)
+
+    monkeypatch.setattr(_project, "summarize", counting)
+    loop = (tmp_path / "trainer" / "loop.py").read_text()
+
+    def pipe() -> list[tuple[str, str]]:
+        linted.clear()
+        summarized.clear()
+        result = run_cli("check", "--exit-zero", "--preview", "--output-format", "json", "--stdin-filename", "trainer/loop.py", "-", input=loop)
+        assert result.exit_code == 0, result.output
+        return [(f["path"], f["rule"]) for f in json.loads(result.stdout)]
+
+    assert pipe() == [("trainer/loop.py", "host-copy-in-loop")]  # cold: every module summarized
+    assert sorted(summarized) == ["trainer", "trainer.bench", "trainer.loop", "trainer.steps"]
+    assert pipe() == [("trainer/loop.py", "host-copy-in-loop")]  # warm: the piped text alone
+    assert (summarized, linted) == (["trainer.loop"], ["trainer/loop.py"])
+    stored = {p: p.read_bytes() for p in (tmp_path / ".jaxlint_cache").rglob("*.json")}
+    loop += "\n# an edit in the editor\n"
+    assert pipe() == [("trainer/loop.py", "host-copy-in-loop")]
+    assert (summarized, linted) == (["trainer.loop"], ["trainer/loop.py"])
+    assert stored and {p: p.read_bytes() for p in (tmp_path / ".jaxlint_cache").rglob("*.json")} == stored
 
 
 def test_editing_one_file_relints_it_and_its_importers(tmp_path: Path, run_cli, monkeypatch) -> None:
