@@ -130,6 +130,17 @@ def _linted(monkeypatch) -> list[str]:  # type: ignore[no-untyped-def]
     return linted
 
 
+def test_fix_of_standard_input_sees_the_rest_of_the_project(tmp_path: Path, run_cli) -> None:
+    """`jaxlint fix --stdin-filename` (an editor's fix on save) reports what `check` does."""
+    import shutil
+
+    shutil.copytree(PROJECTS / "jitted_elsewhere" / "trainer", tmp_path / "trainer")
+    loop = (tmp_path / "trainer" / "loop.py").read_text()
+    result = run_cli("fix", "--preview", "--output-format", "concise", "--stdin-filename", "trainer/loop.py", "-", input=loop)
+    assert result.stdout == loop
+    assert "trainer/loop.py:10:24: JL005" in result.stderr
+
+
 def test_standard_input_into_a_warm_project_summarizes_only_itself(tmp_path: Path, run_cli, monkeypatch) -> None:
     """After `check` (or a first pipe), the facts of the project's modules come from the cache:
     a pipe reads the tree of the piped text alone and lints it alone, and stores neither."""
