@@ -124,6 +124,15 @@ def base_library() -> Library:
     return Library(**{section.replace("-", "_"): _names(section) for section in EXTENSIBLE})
 
 
+def api_name(api: str) -> str:
+    """How a message names a jit API: `jax.jit` in full, the other shipped wrappers by their
+    last part (`filter_jit`, `pmap`), and a wrapper the user's `extend-jit-wrappers` adds in
+    full (`mylib.compile`: `compile` alone would not say whose)."""
+    if api == "jax.jit" or api not in base_library().jit_wrappers:
+        return api
+    return api.rsplit(".", 1)[-1]
+
+
 _ACTIVE: contextvars.ContextVar[Library | None] = contextvars.ContextVar("jaxlint_library", default=None)
 
 

@@ -218,7 +218,7 @@ class JitInLoop(Rule):
         repeat = next((r for r in graph.repeats(known, compiles=True) if not _occasional(r) and not _few(self.ctx, r)), None)
         if repeat is None:
             return  # not run per iteration, only under `if step % every == 0:`, or a few times
-        short = api.rsplit(".", 1)[-1] if api != "jax.jit" else "jax.jit"
+        short = _jaxapi.api_name(api)
         line = line_of(self.ctx.module, repeat.loop, repeat.site.path)
         where = f" (line {line})" if line else ""
         self.report(
@@ -548,7 +548,7 @@ def _reads(node: cst.CSTNode) -> set[str]:
 
 
 def _message(module: cst.Module, wrap: _Wrap) -> str:
-    api = wrap.api.rsplit(".", 1)[-1] if wrap.api != "jax.jit" else "jax.jit"
+    api = _jaxapi.api_name(wrap.api)
     if wrap.kind == "def":
         what = f"the nested `def {getattr(wrap.node, 'name', cst.Name('f')).value}`"
     elif wrap.kind == "name":

@@ -373,6 +373,8 @@ def test_extend_jit_wrappers_adds_a_users_wrapper(tmp_path: Path, run_cli) -> No
     config(tmp_path, 'extend-jit-wrappers = ["mylib.compile"]\n')
     result = check(run_cli, "--select", "jit-in-loop", "a.py")
     assert [(f["line"], f["rule"]) for f in json.loads(result.stdout)] == [(6, "jit-in-loop"), (12, "jit-in-loop")]
+    # Named in full: `compile` alone would not say whose.
+    assert all(f["message"].startswith("`mylib.compile` wraps ") for f in json.loads(result.stdout))
 
 
 def test_extended_library_is_part_of_the_cache_key(tmp_path: Path, run_cli) -> None:
