@@ -246,7 +246,7 @@ def test_star_and_alias_cycles_end(tmp_path: Path, run_cli) -> None:
     (package / "a.py").write_text("from .b import *\nfrom .b import step as other\n")
     (package / "b.py").write_text("import jax\nfrom .a import *\nfrom .a import other as step\n\n\nf = jax.jit(abs)\n")
     (tmp_path / "loop.py").write_text(
-        "from pkg import step, missing, f\n\n\ndef run(xs, out):\n    for x in xs:\n        out.append(float(f(step(missing(x)))))\n"
+        "from pkg import step, missing, f\n\n\ndef run(batches, out):\n    for x in batches:\n        out.append(float(f(step(missing(x)))))\n"
     )
     result = run_cli("check", "--no-cache", "--preview", "--output-format", "json", "pkg", "loop.py")
     assert result.exit_code == 1, result.output
