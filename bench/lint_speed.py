@@ -23,9 +23,9 @@ folder, lints them cold with a fresh cache (`lint_files(..., jobs=1, cache=...)`
 findings stored as `jaxlint check` stores them), edits one file (`--edit PATH`, relative to the
 directory; default: the module that the most other files import) and lints again with the
 cache read back from disk, reporting CPU and wall seconds, the ratio and how many files were
-linted again. It does so twice: once with a comment appended (default settings), once with
-`--preview` settings and a new jitted top-level name appended (the edit changes what the
-module exports, so the files importing it, directly or through re-exports, are linted again).
+linted again. It does so twice: once with a comment appended, once with a new jitted
+top-level name appended (the edit changes what the module exports, so the files importing it,
+directly or through re-exports, are linted again).
 
 The corpora of the README's figures are the ecosystem check's exports of jax and flax
 (`~/.cache/jaxlint-ecosystem/jax-ml+jax`, `.../google+flax`, made by `ecosystem/fetch.py`; a
@@ -315,7 +315,7 @@ def _warm(paths: Sequence[str], edit: str | None) -> int:
         rows = []
         for preview, what, line in (
             (False, "comment appended", "\n# edited by lint_speed --warm\n"),
-            (True, "jitted name appended (--preview)", "\n\nimport jax as _lint_speed_jax\n_lint_speed_step = _lint_speed_jax.jit(abs)\n"),
+            (True, "jitted name appended", "\n\nimport jax as _lint_speed_jax\n_lint_speed_step = _lint_speed_jax.jit(abs)\n"),
         ):
             shutil.rmtree(root / ".jaxlint_cache", ignore_errors=True)
             original = edited.read_bytes()

@@ -149,7 +149,6 @@ class JaxlintServer(LanguageServer):
         project = project_for(
             ((str(p), p, d) for p, d in sources.items() if p not in edited),
             cache.entries,
-            preview=settings.preview,
             library=settings.library,
             unsaved=[(str(p), p, d) for p, d in edited.items()],
         )

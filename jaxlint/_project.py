@@ -89,13 +89,12 @@ class Project:
         cls,
         facts: Iterable[tuple[str, ModuleFacts]],
         *,
-        imported_jit: bool = False,
+        imported_jit: bool = True,
         library: _jaxapi.Library | None = None,
     ) -> Project:
         """`imported_jit`: also use what other modules jit, directly, through re-exports
-        (`__init__.py`, `from x import *`) or as made by their factories (preview: on the
-        ecosystem check's test split it found host copies that the host needs right away, in
-        RL loops that step an environment, more often than it found true ones)."""
+        (`__init__.py`, `from x import *`) or as made by their factories (what every run
+        does; False leaves only which functions other modules call from traced code)."""
         project = cls(library=library or _jaxapi.base_library())
         facts = list(facts)
         for display, module in facts:
@@ -585,21 +584,18 @@ def project_for(
     files: Iterable[tuple[str, Path, bytes]],
     store: MutableMapping[str, Any] | None = None,
     *,
-    preview: bool = False,
     library: _jaxapi.Library | None = None,
     unsaved: Iterable[tuple[str, Path, bytes]] = (),
 ) -> Project:
     """The project of a run: `files` are (display path, path, bytes) of its Python files.
     `store` (the lint cache's entries) keeps each module's facts by content hash, so a warm
     run reads no file's tree again. `unsaved`: more files, whose text is not what their path
-    holds on disk (standard input, an editor's buffer): summarized, never stored. Which
-    functions other modules call only from traced code is always used; what they jit only
-    with `preview` (`Project.from_facts`). `library`: the library table with the user's
-    `extend-*` names (default: as shipped)."""
+    holds on disk (standard input, an editor's buffer): summarized, never stored.
+    `library`: the library table with the user's `extend-*` names (default: as shipped)."""
     library = library or _jaxapi.base_library()
     with _jaxapi.using(library):
         facts = _module_facts(files, store, library) + _module_facts(unsaved, None, library)
-    return Project.from_facts(facts, imported_jit=preview, library=library)
+    return Project.from_facts(facts, library=library)
 
 
 def _module_facts(

@@ -345,7 +345,7 @@ def project_of(
                 on_disk.append((file.display, file.path, data))
     known = len(cache.entries) if cache is not None else 0
     project = project_for(
-        on_disk, cache.entries if cache is not None else None, preview=settings.preview, library=settings.library, unsaved=unsaved
+        on_disk, cache.entries if cache is not None else None, library=settings.library, unsaved=unsaved
     )
     if cache is not None and len(cache.entries) != known:
         cache.dirty = True

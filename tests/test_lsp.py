@@ -225,14 +225,13 @@ def test_server_without_pygls_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_the_other_modules_of_the_project_count(client: Client, tmp_path: Path) -> None:
-    """As `jaxlint check --preview` does for a run: a step jitted in another module returns
+    """As `jaxlint check` does for a run: a step jitted in another module returns
     device values, so the per-step float() in the loop waits for the device (JL005)."""
     import shutil
 
     project = Path(__file__).resolve().parents[1] / "fixtures" / "_projects" / "jitted_elsewhere"
     shutil.copytree(project, tmp_path / "project")
-    # What other modules jit is preview knowledge, as for `jaxlint check`.
-    (tmp_path / "project" / "pyproject.toml").write_text("[tool.jaxlint]\npreview = true\n", encoding="utf-8")
+    (tmp_path / "project" / "pyproject.toml").write_text("[tool.jaxlint]\n", encoding="utf-8")
     loop = tmp_path / "project" / "trainer" / "loop.py"
     diagnostics = client.diagnostics(open_document(client, loop, loop.read_text(encoding="utf-8")))
     assert [(d["code"], d["range"]["start"]["line"]) for d in diagnostics] == [("JL005", 9)]
@@ -241,12 +240,13 @@ def test_the_other_modules_of_the_project_count(client: Client, tmp_path: Path) 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_an_open_document_sees_the_rest_of_the_project(client: Client, tmp_path: Path, case: Path) -> None:
     """Each file of a fixture project opened in the editor is linted knowing what the other
-    modules define: together the findings `jaxlint check --preview` reports on the folder."""
+    modules define: together the findings `jaxlint check` reports on the folder."""
     import shutil
 
     shutil.copytree(case, tmp_path / "project")
     config = tmp_path / "project" / "pyproject.toml"
-    config.write_text((config.read_text(encoding="utf-8") if config.exists() else "[tool.jaxlint]\n") + "preview = true\n", encoding="utf-8")
+    if not config.exists():
+        config.write_text("[tool.jaxlint]\n", encoding="utf-8")
     found = set()
     for name in _files(case):
         path = tmp_path / "project" / name
@@ -262,7 +262,7 @@ def test_unsaved_edits_of_another_module_count_until_it_is_closed(client: Client
     import shutil
 
     shutil.copytree(PROJECTS_DIR / "jitted_elsewhere", tmp_path / "project")
-    (tmp_path / "project" / "pyproject.toml").write_text("[tool.jaxlint]\npreview = true\n", encoding="utf-8")
+    (tmp_path / "project" / "pyproject.toml").write_text("[tool.jaxlint]\n", encoding="utf-8")
     loop, steps = (tmp_path / "project" / "trainer" / name for name in ("loop.py", "steps.py"))
     loop_uri = open_document(client, loop, loop.read_text(encoding="utf-8"))
     assert [d["code"] for d in client.diagnostics(loop_uri)] == ["JL005"]

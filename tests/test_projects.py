@@ -31,9 +31,7 @@ def _expected(case: Path) -> set[tuple[str, int, str]]:
 
 
 def _lint(run_cli, *files: str) -> set[tuple[str, int, str]]:
-    # What other modules jit is preview knowledge; which of a module's functions they call only
-    # from traced code is always used.
-    result = run_cli("check", "--no-cache", "--exit-zero", "--preview", "--output-format", "json", *files)
+    result = run_cli("check", "--no-cache", "--exit-zero", "--output-format", "json", *files)
     assert result.exit_code == 0, result.output
     return {(f["path"], f["line"], f["rule"]) for f in json.loads(result.stdout)}
 
@@ -65,25 +63,13 @@ def test_cached_findings_follow_other_modules(tmp_path: Path, run_cli) -> None:
     import shutil
 
     shutil.copytree(PROJECTS / "jitted_elsewhere" / "trainer", tmp_path / "trainer")
-    check = lambda: run_cli("check", "--exit-zero", "--preview", "--output-format", "json", "trainer")  # noqa: E731
+    check = lambda: run_cli("check", "--exit-zero", "--output-format", "json", "trainer")  # noqa: E731
     first = {(f["path"], f["rule"]) for f in json.loads(check().stdout)}
     assert ("trainer/loop.py", "host-copy-in-loop") in first
     assert {(f["path"], f["rule"]) for f in json.loads(check().stdout)} == first  # warm: same
     steps = tmp_path / "trainer" / "steps.py"
     steps.write_text(steps.read_text().replace("@jax.jit\n", ""))
     assert ("trainer/loop.py", "host-copy-in-loop") not in {(f["path"], f["rule"]) for f in json.loads(check().stdout)}
-
-
-def test_what_other_modules_jit_is_preview(run_cli, in_case) -> None:
-    """Without --preview an imported jitted step is not known as jitted (it found more host
-    copies the host needs at once than true ones on the ecosystem check's test split); a
-    helper only traced elsewhere is silent either way."""
-    in_case(PROJECTS / "jitted_elsewhere")
-    result = run_cli("check", "--no-cache", "--exit-zero", "--output-format", "json", *_files(PROJECTS / "jitted_elsewhere"))
-    assert json.loads(result.stdout) == []
-    in_case(PROJECTS / "traced_elsewhere")
-    result = run_cli("check", "--no-cache", "--exit-zero", "--output-format", "json", *_files(PROJECTS / "traced_elsewhere"))
-    assert json.loads(result.stdout) == []
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -98,7 +84,7 @@ def test_standard_input_sees_the_rest_of_the_project(case: Path, tmp_path: Path,
     for name in _files(case):
         text = (tmp_path / name).read_text()
         (tmp_path / name).write_text("# on disk: not what is piped\n")  # the piped text counts
-        result = run_cli("check", "--exit-zero", "--preview", "--output-format", "json", "--stdin-filename", name, "-", input=text)
+        result = run_cli("check", "--exit-zero", "--output-format", "json", "--stdin-filename", name, "-", input=text)
         (tmp_path / name).write_text(text)
         assert result.exit_code == 0, result.output
         found |= {(f["path"], f["line"], f["rule"]) for f in json.loads(result.stdout)}
@@ -136,7 +122,7 @@ def test_fix_of_standard_input_sees_the_rest_of_the_project(tmp_path: Path, run_
 
     shutil.copytree(PROJECTS / "jitted_elsewhere" / "trainer", tmp_path / "trainer")
     loop = (tmp_path / "trainer" / "loop.py").read_text()
-    result = run_cli("fix", "--preview", "--output-format", "concise", "--stdin-filename", "trainer/loop.py", "-", input=loop)
+    result = run_cli("fix", "--output-format", "concise", "--stdin-filename", "trainer/loop.py", "-", input=loop)
     assert result.stdout == loop
     assert "trainer/loop.py:10:24: JL005" in result.stderr
 
@@ -163,7 +149,7 @@ def test_standard_input_into_a_warm_project_summarizes_only_itself(tmp_path: Pat
     def pipe() -> list[tuple[str, str]]:
         linted.clear()
         summarized.clear()
-        result = run_cli("check", "--exit-zero", "--preview", "--output-format", "json", "--stdin-filename", "trainer/loop.py", "-", input=loop)
+        result = run_cli("check", "--exit-zero", "--output-format", "json", "--stdin-filename", "trainer/loop.py", "-", input=loop)
         assert result.exit_code == 0, result.output
         return [(f["path"], f["rule"]) for f in json.loads(result.stdout)]
 
@@ -190,7 +176,7 @@ def test_editing_one_file_relints_it_and_its_importers(tmp_path: Path, run_cli, 
 
     def check() -> list[str]:
         linted.clear()
-        result = run_cli("check", "--exit-zero", "--preview", "--jobs", "1", "trainer")
+        result = run_cli("check", "--exit-zero", "--jobs", "1", "trainer")
         assert result.exit_code == 0, result.output
         return sorted(linted)
 
@@ -248,6 +234,6 @@ def test_star_and_alias_cycles_end(tmp_path: Path, run_cli) -> None:
     (tmp_path / "loop.py").write_text(
         "from pkg import step, missing, f\n\n\ndef run(batches, out):\n    for x in batches:\n        out.append(float(f(step(missing(x)))))\n"
     )
-    result = run_cli("check", "--no-cache", "--preview", "--output-format", "json", "pkg", "loop.py")
+    result = run_cli("check", "--no-cache", "--output-format", "json", "pkg", "loop.py")
     assert result.exit_code == 1, result.output
     assert [(f["path"], f["rule"]) for f in json.loads(result.stdout)] == [("loop.py", "host-copy-in-loop")]
