@@ -32,6 +32,8 @@ _GROWING_FUNCTIONS = frozenset(
     {"concatenate", "append", "hstack", "vstack", "column_stack", "row_stack", "dstack", "concat"}
 )
 _ARRAY_MODULES = ("numpy.", "jax.numpy.")
+# array functions whose result's leading axis is made of their first argument's items
+_JOINING_FUNCTIONS = _GROWING_FUNCTIONS | {"stack", "array", "asarray"}
 _LIST_GROWING_METHODS = frozenset({"append", "extend", "insert"})
 
 
@@ -182,13 +184,14 @@ def growth(
     (`tokens = jnp.concatenate([tokens, nxt], axis=1)`, `ids.append(t)`), or a name the body
     takes from one of those (`window = tokens[:, -max_len:]`). A jitted function given it
     compiles once per new shape."""
-    for part in whole_parts(value, ctx):
+    parts = [*whole_parts(value, ctx), *(cst.Name(n) for n in _joined_names(ctx, value, ancestors))]
+    for part in parts:
         sliced = varying_slice(part, loop)
         if sliced is not None:
             return ctx.module.code_for_node(sliced), "changes length with the loop index"
         if not isinstance(part, cst.Name):
             continue
-        for name in (part.value, *_taken_from(part.value, loop)):
+        for name in (part.value, *_taken_from(ctx, part.value, loop, ancestors)):
             if not _carried_over(name, loop):
                 continue
             how = _grows(ctx, name, loop, ancestors)
@@ -197,9 +200,10 @@ def growth(
     return None
 
 
-def _taken_from(name: str, loop: Loop) -> list[str]:
+def _taken_from(ctx: FileContext, name: str, loop: Loop, path: list[cst.CSTNode]) -> list[str]:
     """The carried names the loop body assigns `name` from, keeping their shape or a slice of
-    it (`window = tokens[:, -max_len:]`, `x = jnp.asarray(tokens)`)."""
+    it (`window = tokens[:, -max_len:]`, `x = jnp.asarray(tokens)`), or joining them to
+    something (`context = jnp.concatenate([prompt, jnp.stack(predictions)])`)."""
     sources = []
     for node in iter_subtree(loop.body, into_scopes=False):
         if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
@@ -209,7 +213,28 @@ def _taken_from(name: str, loop: Loop) -> list[str]:
                 base = base.value
             if isinstance(base, cst.Name) and base.value != name:
                 sources.append(base.value)
+            sources.extend(n for n in _joined_names(ctx, value, path) if n != name)
     return sources
+
+
+def _joined_names(ctx: FileContext, value: cst.BaseExpression, path: list[cst.CSTNode]) -> list[str]:
+    """The names whose items make up the leading axis of an array built by joining or
+    stacking (`jnp.concatenate([prompt, jnp.array(predictions)])`: `prompt`, `predictions`)."""
+    names: list[str] = []
+    stack = [value]
+    while stack:
+        expr = stack.pop()
+        if isinstance(expr, cst.Name):
+            names.append(expr.value)
+        elif isinstance(expr, (cst.List, cst.Tuple)):
+            stack.extend(e.value for e in expr.elements)
+        elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+            stack.extend((expr.left, expr.right))  # `[context] + outputs`
+        elif isinstance(expr, cst.Call) and expr.args and expr.args[0].keyword is None:
+            qualified = ctx.resolve(expr.func, path, anchor=expr) or ""
+            if qualified.startswith(_ARRAY_MODULES) and qualified.rsplit(".", 1)[-1] in _JOINING_FUNCTIONS:
+                stack.append(expr.args[0].value)
+    return names
 
 
 def _grows(ctx: FileContext, name: str, loop: Loop, path: list[cst.CSTNode]) -> str | None:
