@@ -112,8 +112,8 @@ def loop_runs(
         if isinstance(loop.test, cst.Name) and loop.test.value == "True":
             return LoopRuns(Often.MANY, "until it breaks (`while True`)")
         return LoopRuns(Often.MANY, f"while `{header}` holds")
-    iterable = loop.iter if isinstance(loop, cst.For) else getattr(loop, "for_in", None) and loop.for_in.iter  # type: ignore[attr-defined]
-    if iterable is not None and not streams(ctx, iterable, path):
+    iterable = loop.iter if isinstance(loop, cst.For) else loop.for_in.iter  # type: ignore[attr-defined]
+    if not streams(ctx, iterable, path):
         return LoopRuns(Often.UNKNOWN, f"over `{header}`, whose length the code does not show")
     return LoopRuns(Often.MANY, f"over `{header}`")
 
@@ -124,8 +124,7 @@ _STREAM_CALLS = frozenset(
     {
         "tqdm", "trange", "tqdm.tqdm", "tqdm.trange", "tqdm.auto.tqdm", "tqdm.auto.trange",
         "tqdm.notebook.tqdm", "tqdm.notebook.trange", "tqdm.std.tqdm", "rich.progress.track",
-        "itertools.count",
-        "itertools.cycle", "range",
+        "itertools.count", "itertools.cycle", "range",
     }
 )  # fmt: skip
 # Wrappers that iterate what they are given: they stream when it does.
@@ -147,8 +146,11 @@ _STREAM_WORDS = frozenset(
         "train", "val", "valid", "validation", "test", "eval", "queue", "loop", "iterable",
     }
 )  # fmt: skip
-_STREAM_PARTS = ("loader", "dataset", "batch", "iterator", "stream", "pipeline", "progress", "generator",
-                 "episode", "sample", "example", "trajector", "rollout")  # fmt: skip
+# Parts of a word run together with others (`testloader`, `trainbatches`).
+_STREAM_PARTS = (
+    "loader", "dataset", "batch", "iterator", "stream", "pipeline", "progress", "generator", "episode",
+    "sample", "example", "trajector", "rollout",
+)  # fmt: skip
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
@@ -160,14 +162,12 @@ def streams(ctx: FileContext, expr: cst.BaseExpression, path: Sequence[cst.CSTNo
     parameter `values`, `self.l2_regs`, the rows of an array) runs an unknown number of times."""
     if depth > _MAX_DEPTH:
         return False
-    path = list(path)
     if isinstance(expr, cst.Call):
         func = expr.func
         name = ctx.resolve(func, path, anchor=func) or (func.value if isinstance(func, cst.Name) else None)
         positional = [a.value for a in expr.args if a.keyword is None and not a.star]
         if name is not None:
-            library = _library_stream(name)
-            if name in _STREAM_CALLS or library:
+            if name in _STREAM_CALLS or _library_stream(name):
                 return True
             if name in _WRAPPERS:
                 return any(streams(ctx, a, path, depth + 1) for a in positional)
@@ -180,13 +180,12 @@ def streams(ctx: FileContext, expr: cst.BaseExpression, path: Sequence[cst.CSTNo
         return _says_stream(func) or any(streams(ctx, a, path, depth + 1) for a in positional)
     if isinstance(expr, (cst.GeneratorExp, cst.ListComp)):
         return streams(ctx, expr.for_in.iter, [*path, expr], depth + 1)
-    if isinstance(expr, cst.Name):
-        bindings = ctx.bindings.of(expr.value, path)
-        for binding in bindings:
-            if binding.kind in (Kind.ASSIGN, Kind.WITH) and binding.value is not None:
-                if streams(ctx, binding.value, binding.path, depth + 1):
-                    return True
-        return _says_stream(expr)
+    if isinstance(expr, cst.Name) and any(
+        streams(ctx, binding.value, binding.path, depth + 1)
+        for binding in ctx.bindings.of(expr.value, path)
+        if binding.kind in (Kind.ASSIGN, Kind.WITH) and binding.value is not None
+    ):
+        return True
     return _says_stream(expr)
 
 
@@ -223,7 +222,6 @@ def _says_stream(expr: cst.CSTNode) -> bool:
 
 def _stream_word(text: str) -> bool:
     words = [word.lower() for word in _WORD.findall(text)]
-    # Whole words, or a long one run together with others (`testloader`, `trainbatches`).
     return any(word in _STREAM_WORDS or any(part in word for part in _STREAM_PARTS) for word in words)
 
 

@@ -182,21 +182,33 @@ def growth(
     `ancestors`), has a shape that changes from one iteration to the next: a slice that follows
     the loop's counter (`ids[:, :i]`), a name the loop makes longer each time
     (`tokens = jnp.concatenate([tokens, nxt], axis=1)`, `ids.append(t)`), or a name the body
-    takes from one of those (`window = tokens[:, -max_len:]`). A jitted function given it
+    takes from one of those (`window = tokens[:, -max_len:]`), or an array joined from one
+    (`jnp.concatenate([observed, jnp.array(predictions)])`). A jitted function given it
     compiles once per new shape."""
-    parts = [*whole_parts(value, ctx), *(cst.Name(n) for n in _joined_names(ctx, value, ancestors))]
-    for part in parts:
+    for part in whole_parts(value, ctx):
         sliced = varying_slice(part, loop)
         if sliced is not None:
             return ctx.module.code_for_node(sliced), "changes length with the loop index"
-        if not isinstance(part, cst.Name):
+        if isinstance(part, cst.Name):
+            found = _growing_name(ctx, part.value, loop, ancestors)
+            if found is not None:
+                return found
+    for joined in _joined_names(ctx, value, ancestors):
+        found = _growing_name(ctx, joined, loop, ancestors)
+        if found is not None:
+            return found
+    return None
+
+
+def _growing_name(ctx: FileContext, passed: str, loop: Loop, ancestors: list[cst.CSTNode]) -> tuple[str, str] | None:
+    """(`passed`, how) when the loop makes the name `passed` longer, or a carried name the body
+    takes it from."""
+    for name in (passed, *_taken_from(ctx, passed, loop, ancestors)):
+        if not _carried_over(name, loop):
             continue
-        for name in (part.value, *_taken_from(ctx, part.value, loop, ancestors)):
-            if not _carried_over(name, loop):
-                continue
-            how = _grows(ctx, name, loop, ancestors)
-            if how is not None and not mentions_padding(loop, name):
-                return (part.value, how) if name == part.value else (part.value, f"is taken from `{name}`, which {how.removeprefix('is ')}")
+        how = _grows(ctx, name, loop, ancestors)
+        if how is not None and not mentions_padding(loop, name):
+            return (passed, how) if name == passed else (passed, f"is taken from `{name}`, which {how.removeprefix('is ')}")
     return None
 
 
