@@ -247,20 +247,36 @@ def test_a_file_that_would_crash_the_parser_is_one_error(monkeypatch) -> None:
     assert result.error == "long.py: nested too deeply to parse (the parser crashed on it)"
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the crash is injected into forked workers")
-def test_a_parser_crash_in_a_worker_is_reported_against_its_file(tmp_path: Path) -> None:
-    """A worker killed by a signal (a stack overflow in native code) costs its own file
-    only: the others are linted, the crashed one is one error. In a fresh interpreter: the
-    crash is injected into forked workers, and this one may have started jax's threads."""
-    for index in range(20):
-        write(tmp_path / f"m{index:02}.py", CHAIN)
-    write(tmp_path / "crash.py", CHAIN)
+def _lint_folder_in_fresh_interpreter(folder: Path, patch: str) -> list[str]:
+    """Run `patch` (Python source that alters `_runner`), then lint `folder` with two jobs, in
+    a fresh interpreter: the pools fork, and this one may have started jax's threads. Returns
+    the printed lines: the files' errors, then the number of results and of findings."""
     script = (
-        "import os, signal, sys\n"
         "from jaxlint import _runner\n"
         "from jaxlint._config import load_settings\n"
         "from jaxlint._discovery import discover\n"
         "from jaxlint._registry import default_rules\n"
+        + patch
+        + "settings = load_settings(None)\n"
+        "files, _ = discover(['.'], settings)\n"
+        "results = _runner.lint_files(files, settings, default_rules(), jobs=2)\n"
+        "print([r.error for r in results if r.error])\n"
+        "print(len(results), sum(len(r.findings) for r in results))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the crash is injected into forked workers")
+def test_a_parser_crash_in_a_worker_is_reported_against_its_file(tmp_path: Path) -> None:
+    """A worker killed by a signal (a stack overflow in native code) costs its own file
+    only: the others are linted, the crashed one is one error."""
+    for index in range(20):
+        write(tmp_path / f"m{index:02}.py", CHAIN)
+    write(tmp_path / "crash.py", CHAIN)
+    crash = (
+        "import os, signal\n"
         "lint_one = _runner._lint_one\n"
         "def crashing(display, data, slugs, options):\n"
         "    if display.endswith('crash.py'):\n"
@@ -268,33 +284,20 @@ def test_a_parser_crash_in_a_worker_is_reported_against_its_file(tmp_path: Path)
         "    return lint_one(display, data, slugs, options)\n"
         "crashing.__module__, crashing.__qualname__ = 'jaxlint._runner', '_lint_one'  # pickled by name\n"
         "_runner._lint_one = crashing\n"
-        "settings = load_settings(None)\n"
-        "files, _ = discover(['.'], settings)\n"
-        "results = _runner.lint_files(files, settings, default_rules(), jobs=2)\n"
-        "print([r.error for r in results if r.error])\n"
-        "print(sum(len(r.findings) for r in results))\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
+    assert _lint_folder_in_fresh_interpreter(tmp_path, crash) == [
         "['crash.py: the linter crashed on this file (nested too deeply?); not linted']",
-        "20",
+        "21 20",
     ]
 
 
 def test_a_pool_broken_while_files_are_handed_out_still_lints_every_file(tmp_path: Path) -> None:
     """A worker may die before every file is handed to the pool: `submit` itself then raises.
-    The files not handed out are linted one by one, like those the dead pool did not finish.
-    In a fresh interpreter, as above: the pools fork, and this one may have started jax's
-    threads."""
+    The files not handed out are linted one by one, like those the dead pool did not finish."""
     for index in range(20):
         write(tmp_path / f"m{index:02}.py", CHAIN)
-    script = (
+    breaks = (
         "from concurrent.futures.process import BrokenProcessPool\n"
-        "from jaxlint import _runner\n"
-        "from jaxlint._config import load_settings\n"
-        "from jaxlint._discovery import discover\n"
-        "from jaxlint._registry import default_rules\n"
         "real_pool = _runner.new_pool\n"
         "class BreaksAtThirdFile:\n"
         "    def __init__(self):\n"
@@ -308,15 +311,8 @@ def test_a_pool_broken_while_files_are_handed_out_still_lints_every_file(tmp_pat
         "        self.pool.shutdown()\n"
         "pools = iter([BreaksAtThirdFile()])\n"
         "_runner.new_pool = lambda workers: next(pools, None) or real_pool(workers)\n"
-        "settings = load_settings(None)\n"
-        "files, _ = discover(['.'], settings)\n"
-        "results = _runner.lint_files(files, settings, default_rules(), jobs=2)\n"
-        "print([r.error for r in results if r.error])\n"
-        "print(len(results), sum(len(r.findings) for r in results))\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["[]", "20 20"]
+    assert _lint_folder_in_fresh_interpreter(tmp_path, breaks) == ["[]", "20 20"]
 
 
 # -- row 6: pool workers die with their parent -------------------------------------------------
