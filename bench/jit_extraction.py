@@ -117,10 +117,13 @@ def per_example(extract: Any) -> Any:
 
 
 def _check(results: list[Any]) -> None:
+    # A GPU fuses the jitted variant's float32 arithmetic differently from the eager ops (seen on
+    # an H200: 1 of 65,536 values 2.3e-4 apart), so its tolerance is looser than the CPU's.
+    tolerance = 2e-4 if jax.default_backend() == "cpu" else 2e-3
     reference = jax.tree.leaves(results[0])
     for other in results[1:]:
         for a, b in zip(reference, jax.tree.leaves(other)):
-            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-4, atol=2e-4)
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tolerance, atol=tolerance)
 
 
 def bench_extraction(size: str, trials: int) -> list[tuple[str, str, str, float, float, float, int, int]]:
