@@ -88,11 +88,23 @@ plain `.mean()` over the batch); the padding is `0` in every array; and `x` must
 or a pytree of arrays with a leading batch axis (a Python list of examples is not). With no
 `mask` parameter, or any other shape of loop, the rule reports only.
 
-tf.data pipelines get no fix. `drop_remainder=True` is right for training (a few examples
-skipped each epoch, the step compiled once) but silently drops examples from an evaluation,
-where every example must count: there, pad the last batch to full size and pass a mask
-(`jaxlint.runtime.padded_batches`, or `ds.padded_batch` over a dataset concatenated with
-dummy examples and a mask feature). Which of the two a loop is, the linter cannot tell.
+Datasets and data loaders get a fix only when they are shuffled and feed a training step: a
+tf.data pipeline with `.shuffle(n)` on the way to its `.batch(bs)`, a `DataLoader(...,
+shuffle=True)`, a grain `DataLoader` whose `sampler` is made with `shuffle=True`, whose jitted
+consumer carries state from step to step (`state, loss = train_step(state, batch)`: assigned
+to a name it is given; not `metrics = eval_step(state, batch)`, nor a step that updates a
+model in place). The fix is what training code does: `drop_remainder=True` (`drop_last=True` for
+a loader) added to the batching call, keeping its layout, so every batch is full and the
+step compiles once. It is **unsafe**: each pass skips up to `bs - 1` examples (others each
+pass, since the order is shuffled), a pass has one step fewer (`len(loader)` changes, and a
+schedule counted from it), and a dataset smaller than one batch yields no batch at all. An
+evaluation needs every example, so a stream that is not shuffled gets no fix: there, pad the
+last batch to full size and pass a mask (`jaxlint.runtime.padded_batches`, or
+`ds.padded_batch` over a dataset concatenated with dummy examples and a mask feature). Nor
+does a stream shuffled only under a condition (`if training: ds = ds.shuffle(n)`, then one
+`.batch` for both), one built by a function of the file or passed in as a parameter (its
+other callers may evaluate), a grain operation list given by name (other loaders may share
+it), or a loader class of the file whose `__init__` does not pass `drop_last` on.
 
 With `runtime-helpers = false` in `[tool.jaxlint]` (fixes may not import `jaxlint.runtime`)
 there is no fix: the loop is rewritten to `jaxlint.runtime.padded_batches`. The finding is
@@ -114,7 +126,7 @@ CPU for a small MLP loss (`python bench/data_loops.py`).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
@@ -147,6 +159,7 @@ class Batching:
     names: set[str] = field(default_factory=set)  # names holding a batch
     draws: list[cst.Call] = field(default_factory=list)  # `next(it)` calls giving a batch
     step: cst.BaseExpression | None = None  # the batch size, when the code spells it
+    drop: tuple[cst.Call, str] | None = None  # a shuffled stream's batching call and its drop keyword
 
 
 class PadFinalBatch(Rule):
@@ -187,6 +200,7 @@ class PadFinalBatch(Rule):
                     f"`{'drop_last' if 'drop_last' in batching.cut else 'drop_remainder'}=True` "
                     "when training, or pad the last batch and mask the padding rows when every "
                     "example counts (`jaxlint.runtime.padded_batches`)",
+                    fix=_drop_remainder_fix(batching.drop) if batching.drop is not None and self._trains(node) else None,
                     evidence=evidence,
                 )
                 return
@@ -199,6 +213,22 @@ class PadFinalBatch(Rule):
                 evidence=evidence,
             )
             return
+
+    def _trains(self, call: cst.Call) -> bool:
+        """The jitted call carries state from step to step, as a training step does: it is
+        assigned to a name it is also given (`state, loss = train_step(state, batch)`). An
+        evaluation (`metrics = eval_step(state, batch)`) does not."""
+        parent = self.ctx.ancestors[-1] if self.ctx.ancestors else None
+        if not (isinstance(parent, cst.Assign) and parent.value is call):
+            return False
+        code = self.ctx.module.code_for_node
+        given = {code(a.value) for a in call.args if not a.star}
+        bound = set()
+        for target in parent.targets:
+            node = target.target
+            elements = [e.value for e in node.elements] if isinstance(node, (cst.Tuple, cst.List)) else [node]
+            bound.update(code(e) for e in elements if isinstance(e, (cst.Name, cst.Attribute)))
+        return bool(given & bound)
 
     # -- which loops cut ragged batches ---------------------------------------------------------
 
@@ -357,6 +387,7 @@ class PadFinalBatch(Rule):
             f"{source} {where}",
             "unless the number of examples is a multiple of the batch size",
             names=names,
+            drop=stream.drop if stream.shuffled else None,
         )
 
     def _range_batching(self, loop: cst.For, source: cst.Call, index: str) -> Batching | None:
@@ -852,6 +883,10 @@ class _Stream:
     ragged: cst.Call | None = None  # the `.batch(...)` that keeps a smaller last batch
     infinite: bool = False  # `.repeat()`ed before any batching: every batch is full
     loader: bool = False  # a data loader (`drop_last`), not a tf.data pipeline
+    shuffled: bool = False  # shuffled on the way: a training stream (`.shuffle(n)`, `shuffle=True`)
+    # The call of the file to give `keyword=True` that drops the smaller last batch: the
+    # `.batch(...)`, the loader, the batching operation (None: none the fix can edit).
+    drop: tuple[cst.Call, str] | None = None
 
 
 class _Datasets:
@@ -888,7 +923,10 @@ class _Datasets:
                 return self._operations(expr, _jaxapi.OPERATION_LOADERS[name], path)
             return None
         if isinstance(func, cst.Name) and self._loader_class(func, path):
-            return _loader(expr)
+            stream = _loader(expr)
+            if stream is not None and not self._takes_drop_last(func, path):
+                stream = replace(stream, drop=None)
+            return stream
         if isinstance(func, cst.Name):
             if func.value in ("iter", "enumerate") and ctx.is_builtin(func.value, path, anchor=expr):
                 return self.stream(positional[0], path, depth + 1) if positional else None
@@ -910,8 +948,10 @@ class _Datasets:
         if method == "repeat":
             count = positional[0] if positional else _keyword(expr, "count")
             if count is None or not (isinstance(count, cst.Integer) and int(count.value) > 0):
-                return _Stream(inner.ragged, infinite=inner.infinite or inner.ragged is None)
+                return replace(inner, infinite=inner.infinite or inner.ragged is None)
             return inner
+        if method == "shuffle":
+            return replace(inner, shuffled=True)
         if method == "unbatch":
             return _Stream(None, inner.infinite)
         if inner.ragged is None:
@@ -937,6 +977,7 @@ class _Datasets:
         cannot read the list."""
         operations = _keyword(call, keyword)
         at = path
+        shared = isinstance(operations, cst.Name)  # a list other loaders may be given too
         if isinstance(operations, cst.Name):
             found = self.binding(operations, path)
             if found is None or found[2] >= 0:
@@ -960,8 +1001,17 @@ class _Datasets:
                 return _Stream(loader=True)
             if size is None or (isinstance(size, cst.Integer) and size.value == "1"):
                 return _Stream(loader=True)
-            return _Stream(op, loader=True)
+            shuffled = self._shuffling_sampler(_keyword(call, "sampler"), path)
+            drop = None if shared else (op, _jaxapi.BATCH_OPERATIONS[name])
+            return _Stream(op, loader=True, shuffled=shuffled, drop=drop)  # type: ignore[arg-type]
         return None
+
+    def _shuffling_sampler(self, sampler: cst.BaseExpression | None, path: list[cst.CSTNode]) -> bool:
+        """`sampler=grain.IndexSampler(..., shuffle=True)`, spelled out or a name assigned it."""
+        if isinstance(sampler, cst.Name):
+            found = self.binding(sampler, path)
+            sampler = found[0] if found is not None and found[2] < 0 else None  # type: ignore[assignment]
+        return isinstance(sampler, cst.Call) and _true(_keyword(sampler, "shuffle"))
 
     def _loader_class(self, name: cst.Name, path: list[cst.CSTNode]) -> bool:
         """A class of this file that subclasses a data loader (`class NumpyLoader(DataLoader)`)."""
@@ -971,6 +1021,22 @@ class _Datasets:
         node = bindings[0].node
         return any(
             self.ctx.resolve(base.value, list(bindings[0].path), anchor=node) in _LOADERS for base in node.bases
+        )
+
+    def _takes_drop_last(self, name: cst.Name, path: list[cst.CSTNode]) -> bool:
+        """Whether the loader class of the file `name` names passes `drop_last` on: it keeps
+        the loader's own `__init__`, or its `__init__` takes `drop_last` or `**kwargs`."""
+        node = self.ctx.bindings.of(name.value, [*path, name])[0].node
+        assert isinstance(node, cst.ClassDef)
+        inits = [
+            s for s in getattr(node.body, "body", ())
+            if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
+        ]
+        if not inits:
+            return True
+        params = inits[0].params
+        return isinstance(params.star_kwarg, cst.Param) or any(
+            p.name.value == "drop_last" for p in (*params.params, *params.kwonly_params)
         )
 
     def _pads(self, function: cst.BaseExpression, path: list[cst.CSTNode]) -> bool:
@@ -1007,7 +1073,7 @@ class _Datasets:
             return inner
         if any(a.star for a in call.args):
             return inner
-        return _Stream(call, inner.infinite)
+        return _Stream(call, inner.infinite, shuffled=inner.shuffled, drop=(call, "drop_remainder"))
 
     # -- names and functions --------------------------------------------------------------------
 
@@ -1028,7 +1094,11 @@ class _Datasets:
             if not (callee or "").startswith("tensorflow_datasets."):
                 return None
             return _Stream()  # `ds, info = tfds.load(..., with_info=True)`
-        return self.stream(value, value_path, depth + 1)  # type: ignore[arg-type]
+        stream = self.stream(value, value_path, depth + 1)  # type: ignore[arg-type]
+        if stream is not None and stream.shuffled and not _unconditional(value_path[-2], value):
+            # `if training: ds = ds.shuffle(n)`: the batching after it may serve both
+            stream = replace(stream, shuffled=False)
+        return stream
 
     def _parameter(self, read: cst.Name, path: list[cst.CSTNode], depth: int) -> _Stream | None:
         """`def evaluate(model, loader): for x, y in loader: ...`: the stream every call of the
@@ -1042,7 +1112,7 @@ class _Datasets:
         streams = [self.stream(passed, read_at, depth + 1) for passed, read_at in calls]  # type: ignore[arg-type]
         if any(stream is None or stream.ragged is None for stream in streams):
             return None
-        return streams[0]
+        return replace(streams[0], drop=None)  # built once for several callers, or elsewhere
 
     def binding(
         self, read: cst.Name, path: list[cst.CSTNode]
@@ -1094,7 +1164,9 @@ class _Datasets:
         forwarded = _forwarded_loader(self.ctx, function, value, function_path)
         if forwarded is not None:
             return _loader(value, forwarded, call)  # type: ignore[arg-type]
-        return self.stream(value, function_path, depth + 1)
+        stream = self.stream(value, function_path, depth + 1)
+        # A pipeline a function of the file builds may serve its other callers (an evaluation).
+        return replace(stream, drop=None) if stream is not None else None
 
     def _scope(self, scope: cst.CSTNode) -> tuple[dict[int, int], dict[str, list[tuple[int, cst.CSTNode | None, int]]]]:
         """Source order of the scope's nodes, and every binding of each name: (position, the
@@ -1184,7 +1256,70 @@ def _loader(call: cst.Call, drop_keyword: str = "drop_last", forwarded: cst.Call
     drop = _keyword(call, drop_keyword)
     if drop is not None and not (isinstance(drop, cst.Name) and drop.value == "False"):
         return _Stream(loader=True)
-    return _Stream(call, loader=True)
+    # With `forwarded`, `call` is made up: the keyword goes to the call that forwards it.
+    target = forwarded if forwarded is not None else call
+    return _Stream(call, loader=True, shuffled=_true(_keyword(call, "shuffle")), drop=(target, drop_keyword))
+
+
+def _drop_remainder_fix(drop: tuple[cst.Call, str]) -> Fix:
+    """`keyword=True` added to the batching call of a shuffled (training) stream: every batch
+    is full, the last few examples of each pass are skipped."""
+    call, keyword = drop
+    args = list(call.args)
+    last = args[-1]
+    added = cst.Arg(
+        keyword=cst.Name(keyword),
+        value=cst.Name("True"),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
+    trailing = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else None
+    if isinstance(trailing, cst.ParenthesizedWhitespace):
+        # One argument a line, with a trailing comma: the new one gets a line of its own at the
+        # arguments' indentation; the last one keeps its comma and the comment after it.
+        before = args[-2].comma.whitespace_after if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else call.whitespace_before_args
+        if not isinstance(before, cst.ParenthesizedWhitespace):
+            return _plain_fix(call, keyword, args, added)
+        args[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=trailing.with_changes(last_line=before.last_line)))  # type: ignore[union-attr]
+        added = added.with_changes(
+            comma=cst.Comma(
+                whitespace_after=cst.ParenthesizedWhitespace(indent=trailing.indent, last_line=trailing.last_line)
+            )
+        )
+        return _keyword_fix(call, keyword, [*args, added])
+    return _plain_fix(call, keyword, args, added.with_changes(comma=last.comma))
+
+
+def _plain_fix(call: cst.Call, keyword: str, args: list[cst.Arg], added: cst.Arg) -> Fix:
+    """The new argument after the last, `, keyword=True`, or on a line of its own where the
+    arguments before are one a line (without their comments)."""
+    between: cst.Comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    if len(args) > 1 and isinstance(args[-2].comma, cst.Comma):
+        if not any(isinstance(n, cst.Comment) for n in iter_subtree(args[-2].comma)):
+            between = args[-2].comma
+    args[-1] = args[-1].with_changes(comma=between)
+    return _keyword_fix(call, keyword, [*args, added])
+
+
+def _keyword_fix(call: cst.Call, keyword: str, args: list[cst.Arg]) -> Fix:
+    return Fix(
+        Applicability.UNSAFE,
+        (Edit(call, replacement=call.with_changes(args=args)),),
+        f"Pass `{keyword}=True` to the shuffled training stream's batching",
+    )
+
+
+def _unconditional(block: cst.CSTNode, value: cst.CSTNode) -> bool:
+    """Whether `value` is assigned by a statement directly in `block` (a function's body, a
+    module), not under an `if`, a loop or a `try` there."""
+    body = getattr(block, "body", ())
+    return any(
+        isinstance(statement, cst.SimpleStatementLine) and any(getattr(small, "value", None) is value for small in statement.body)
+        for statement in (body if isinstance(body, (list, tuple)) else ())
+    )
+
+
+def _true(value: cst.BaseExpression | None) -> bool:
+    return isinstance(value, cst.Name) and value.value == "True"
 
 
 def _keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
