@@ -101,6 +101,8 @@ _KNOWN_HOST_MODULES = frozenset(
 )  # fmt: skip
 # Libraries whose decorators keep a function's device results device results.
 _KNOWN_DECORATOR_MODULES = frozenset({"jax", "functools", "typing", "equinox", "chex", "flax", "haiku", "abc"})
+# `lax` loops run their body as one compiled program even when called outside jit.
+_COMPILED_LOOPS = frozenset({"jax.lax.scan", "jax.lax.fori_loop", "jax.lax.while_loop", "jax.lax.map", "equinox.internal.scan"})
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 # What a flax/haiku `apply` takes first: variables, not a function (pandas `df.apply(fn)`).
@@ -145,6 +147,7 @@ class DeviceIndex:
         self._flows: dict[int, _Flow] = {}
         self._returns_device: dict[int, bool] = {}
         self._defs: dict[int, dict[str, list[cst.FunctionDef]]] = {}
+        self._runs_compiled: dict[tuple[int, int], bool] = {}
 
     # -- public questions -------------------------------------------------------------------
 
@@ -188,12 +191,14 @@ class DeviceIndex:
         ancestors: Sequence[cst.CSTNode] | None = None,
         *,
         calls_only: bool = False,
+        compiled: bool = False,
     ) -> bool:
         """Whether each iteration of `loop` (a `for`/`while` or a comprehension) runs code that
         sends work to the device. `ancestors` are `loop`'s (default: the visited node's).
         With `calls_only`, only calls of compiled or model code count (a jitted function, a
         transformed function, `model.apply`, a function of the file returning device
-        values), not single eager ops (`jnp.sin(x)`, `x[i]`, `x + 1`)."""
+        values), not single eager ops (`jnp.sin(x)`, `x[i]`, `x + 1`). With `compiled`, only
+        calls that run compiled code count (`runs_compiled`)."""
         path = tuple(self.ctx.ancestors if ancestors is None else ancestors)
         inner = (*path, loop)
         if isinstance(loop, (cst.For, cst.While)):
@@ -209,12 +214,55 @@ class DeviceIndex:
             return False
         for part, part_path in parts:
             for node, node_path in _expressions(part, part_path):
-                if calls_only:
+                if compiled:
+                    if isinstance(node, cst.Call) and (self.runs_compiled(node, node_path) or _model_apply(node)):
+                        return True
+                elif calls_only:
                     if isinstance(node, cst.Call) and self._compiled_call(node, node_path):
                         return True
                 elif self.dispatches_here(node, node_path):
                     return True
         return False
+
+    def runs_compiled(self, call: cst.Call, ancestors: Sequence[cst.CSTNode], depth: int = 0) -> bool:
+        """Whether `call` runs compiled device code: a jitted function (as the jit index knows
+        it, imported ones included), a function wrapped where it is called (`jax.jit(f)(x)`),
+        a `lax` loop (its body runs as one compiled program, jitted or not), or a function or
+        method of this file that makes such a call itself. A loop that runs only eager ops
+        (`jnp` calls, an unjitted `grad`) is bound by Python dispatching them one by one."""
+        path = tuple(ancestors)
+        func = call.func
+        if isinstance(func, cst.Call):
+            wrapper = _jaxapi.decorator_target(func.func, lambda e: self.ctx.resolve(e, path, anchor=call))
+            return wrapper in _jaxapi.JIT_WRAPPERS
+        if self.ctx.jit.callee(call, list(path)) is not None:
+            return True
+        name = self.ctx.resolve(func, path, anchor=call)
+        if name in _COMPILED_LOOPS:
+            return True
+        if depth >= 2 or name is not None:
+            return False
+        target: cst.FunctionDef | None = None
+        scope_path: tuple[cst.CSTNode, ...] = ()
+        if isinstance(func, cst.Name):
+            found = self._local_def(func.value, path)
+            if found is not None:
+                target, scope_path = found
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            target = _method_def(func.attr.value, path)
+            scope_path = path
+        if target is None:
+            return False
+        key = (id(target), depth)
+        cached = self._runs_compiled.get(key)
+        if cached is None:
+            self._runs_compiled[key] = False  # recursion
+            cached = any(
+                isinstance(node, cst.Call) and self.runs_compiled(node, node_path, depth + 1)
+                for node, node_path in _expressions(target.body, (*scope_path, target))
+            )
+            self._runs_compiled[key] = cached
+        return cached
 
     def _compiled_call(self, call: cst.Call, path: tuple[cst.CSTNode, ...]) -> bool:
         func = call.func
@@ -224,7 +272,7 @@ class DeviceIndex:
         if self.ctx.jit.callee(call, list(path)) is not None:
             return True
         if isinstance(func, cst.Attribute):
-            return func.attr.value == "apply_fn" or (func.attr.value == "apply" and _looks_like_variables(call))
+            return _model_apply(call)
         if isinstance(func, cst.Name) and self.ctx.resolve(func, path, anchor=call) is None:
             target = self._local_def(func.value, path)
             return target is not None and target[0] is not None and self.returns_device(target[0], target[1])
@@ -796,6 +844,14 @@ class DeviceIndex:
                 ):
                     return small.value.args[0].value.value
         return None
+
+
+def _model_apply(call: cst.Call) -> bool:
+    """`state.apply_fn(...)`, `model.apply(variables, ...)`: a whole model's forward pass."""
+    func = call.func
+    return isinstance(func, cst.Attribute) and (
+        func.attr.value == "apply_fn" or (func.attr.value == "apply" and _looks_like_variables(call))
+    )
 
 
 def _numpy_reads_data(name: str) -> bool:

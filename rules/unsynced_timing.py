@@ -31,9 +31,11 @@ for functions it does not know to dispatch device work, for code inside jitted f
 for `eqx.filter_jit` calls: since equinox 0.11.8 they block on their own result before
 returning, so their timing is (accidentally) correct. It also stays silent when the only
 unwaited work is set-up too small to matter (`jnp.zeros`, `jax.random.split`), and when the
-log line that reports the time says it measures a compile or a dispatch
-(`logging.info("compilation done in %.2f s", dt)`, "submitted ... in"), or the name the time
-is stored in says so (`warmup_time`, `compile_s`).
+log line that reports the time says it measures a compile, a warm-up or a dispatch
+(`logging.info("compilation done in %.2f s", dt)`, "warmup time:", "submitted ... in"; not
+"... after warmup"), the log line just before the timer starts announces one
+(`print("Warming up...")`, `logging.info("Compiling model init")`), or the name the time is
+stored in says so (`warmup_time`, `compile_s`).
 
 ## Example
 
@@ -205,7 +207,11 @@ _CHEAP_OPS = frozenset(
 
 # What a log line says the timing measures when it is meant to include compile or to stop at
 # the dispatch: "compilation done in %.2f s", "Submitted transfer in ...".
-_DISPATCH_OR_COMPILE = re.compile(r"compil|dispatch|submit|trac(?:e|ing)\b|lower(?:ed|ing)\b", re.IGNORECASE)
+# "Loss warmup time: ...", "Warming up...": the interval is the warm-up, whose first call
+# compiles on purpose ("... (after warmup)" measures what follows it, and is judged).
+_DISPATCH_OR_COMPILE = re.compile(
+    r"compil|dispatch|submit|trac(?:e|ing)\b|lower(?:ed|ing)\b|(?<!after )(?<!after a )warm(?:ing)?[ _-]?up", re.IGNORECASE
+)
 # A name that says the same of the figure it holds: `warmup_time`, `compile_s`, `jit_seconds`.
 _COMPILE_NAME = re.compile(r"warm_?up|compil|^jit_|_jit_", re.IGNORECASE)
 
@@ -222,8 +228,18 @@ def _running_clock(region: TimedRegion) -> bool:
 
 def _labelled_as_dispatch_or_compile(region: TimedRegion) -> bool:
     """Whether the end read's statement, or a statement after it in the same block that reads
-    the name it assigns, holds a string saying that the time is a compile or a dispatch, or
-    the name it assigns says so (`warmup_ms = (time.perf_counter() - t0) * 1000`)."""
+    the name it assigns, holds a string saying that the time is a compile, a warm-up or a
+    dispatch, or the name it assigns says so (`warmup_ms = (time.perf_counter() - t0) * 1000`),
+    or the log line right before the start read announces it (`print("Warming up...")`,
+    `logging.info("Compiling model init")`)."""
+    announced = next(iter(region.before()), None)
+    if (
+        announced is not None
+        and isinstance(announced[0], cst.SimpleStatementLine)
+        and all(isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) for small in announced[0].body)
+        and _says_dispatch_or_compile(announced[0])
+    ):
+        return True
     end = region.end_line
     names = {n for small in end.body if isinstance(small, cst.Assign) for t in small.targets for n in target_names(t.target)}
     statements = [end]
@@ -235,10 +251,13 @@ def _labelled_as_dispatch_or_compile(region: TimedRegion) -> bool:
             statements += [stmt for stmt in body[index + 1 : index + 4] if free_names(stmt) & names]
     if any(_COMPILE_NAME.search(name) for name in names):
         return True
+    return any(_says_dispatch_or_compile(stmt) for stmt in statements)
+
+
+def _says_dispatch_or_compile(statement: cst.CSTNode) -> bool:
     return any(
         isinstance(node, (cst.SimpleString, cst.FormattedStringText)) and _DISPATCH_OR_COMPILE.search(node.value)
-        for stmt in statements
-        for node in iter_subtree(stmt)
+        for node in iter_subtree(statement)
     )
 
 

@@ -45,7 +45,8 @@ RUNS = {
     "tree-at-batch/bad_plan_loop": {("JL003", 66)},
     "tree-at-batch/bad_return_chain": {("JL003", 20), ("JL003", 25), ("JL003", 30), ("JL003", 36)},
     "host-copy-in-loop/bad_extraction": {("JL005", 18), ("JL005", 25), ("JL005", 30)},
-    "host-copy-in-loop/bad_scan_over_device_array": {("JL005", 20)},  # not 21: one comparison of a synced slice
+    "host-copy-in-loop/bad_scan_over_device_array": {("JL005", 20)},
+    "host-copy-in-loop/bad_compiled_through_helper": {("JL005", 22)},  # not 21: one comparison of a synced slice
     "filter-jit-per-call/bad_name_rebound_elsewhere": {("JL002", 36)},
     "tree-at-batch/bad_annotated_loop": {("JL003", 10)},
     "tree-at-batch/bad_attribute_plain_target": {("JL003", 15)},
