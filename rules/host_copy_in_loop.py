@@ -86,8 +86,9 @@ known device values.
 ## Fix safety
 
 The fix is offered when the copied values are only collected: the copy is the argument of
-`results.append(...)`, `results` starts as `[]` before the loop and the loop reads it nowhere
-else, or the copy is the element of a list comprehension. The device values are appended
+`results.append(...)`, `results` starts as `[]` before the loop (also `losses, errors = [],
+[]`, and also a list made afresh per epoch for the loop inside it) and the loop reads it
+nowhere else, or the copy is the element of a list comprehension. The device values are appended
 instead, and one `jaxlint.runtime.to_host` after the loop copies them all (`copy=True` for
 `np.array`, which returns writable copies; `.item()`, `float()`, `int()`, `.tolist()` are
 applied to the host arrays afterwards, so the list holds the same Python values). The list
@@ -97,6 +98,15 @@ results are large (stream them with `jaxlint.runtime.prefetch_to_host` instead);
 loop runs, the list holds device arrays; and an exception in the loop leaves the collected
 values unconverted. There is no fix when the loop can `return`, `yield`, or donate the
 buffers it collects, or for `print`, f-strings, `str()` and `repr()`.
+
+A running sum is fixed too: `total += float(loss)` (or `total += loss.item()` where `total`
+starts as a float literal such as `0.0`), `total` set to a number before the loop and read
+nowhere else in it, becomes `total += loss`, summed on the device, and `total =
+float(total)` after the loop. Also **unsafe**: the sum is taken in the values' own precision
+(float32, or bfloat16 for bfloat16 values) rather than in Python's float64, so a long sum
+rounds differently; while the loop runs `total` is a device array; and an exception in the
+loop leaves it one. `int()` terms get no fix (each is truncated before the sum), nor does
+`.item()` added to an integer start (an integer array's sum would become a float).
 
 With `runtime-helpers = false` in `[tool.jaxlint]` (fixes may not import `jaxlint.runtime`)
 there is no fix: the copy after the loop is `jaxlint.runtime.to_host`. The finding is still
@@ -506,9 +516,13 @@ class HostCopyInLoop(Rule):
         )
 
     def _fix(self, node: cst.Call, copy: HostCopy, loop: Loop) -> Fix | None:
-        if not _plain_copy(node, copy) or _to_host_taken(self.ctx):
+        if not _plain_copy(node, copy):
             return None
         parent = self.ctx.ancestors[-1] if self.ctx.ancestors else None
+        if isinstance(parent, cst.AugAssign):
+            return self._sum_fix(node, copy)
+        if _to_host_taken(self.ctx):
+            return None
         if isinstance(loop, cst.ListComp) and parent is loop and loop.elt is node:
             return self._comprehension_fix(node, copy, loop)
         return self._append_fix(node, copy)
@@ -570,11 +584,51 @@ class HostCopyInLoop(Rule):
         )
 
 
+    def _sum_fix(self, node: cst.Call, copy: HostCopy) -> Fix | None:
+        """`total += float(loss)` in the loop, `total = 0.0` before it: sum on the device,
+        convert once after the loop."""
+        path = self.ctx.ancestors
+        if len(path) < 2:
+            return None
+        aug, line = path[-1], path[-2]
+        if not (
+            isinstance(aug, cst.AugAssign)
+            and isinstance(aug.operator, cst.AddAssign)
+            and aug.value is node
+            and isinstance(aug.target, cst.Name)
+            and isinstance(line, cst.SimpleStatementLine)
+            and len(line.body) == 1
+        ):
+            return None
+        # float() makes every term a Python float, so the sum is one whatever it starts from;
+        # .item() of an integer array makes an int, so only a sum started at a float is one.
+        starts = {"float()": _number_literal, ".item()": _float_literal}.get(copy.kind)
+        if starts is None:
+            return None
+        total = aug.target.value
+        found = _collecting_loop(self.ctx, path, total, line, starts)
+        if found is None:
+            return None
+        outer, _ = found
+        statement = cst.parse_statement(f"{total} = float({total})\n")
+        return Fix(
+            Applicability.UNSAFE,
+            (
+                Edit(node, replacement=copy.value.with_changes(lpar=[], rpar=[]) if _bare(copy.value) else copy.value),
+                Edit(outer, after=(statement,)),
+            ),
+            f"Sum on the device in `{total}` and convert it to a Python float once after the loop",
+        )
+
+
 def _collecting_loop(
-    ctx, path: list[cst.CSTNode], results: str, line: cst.CSTNode  # type: ignore[no-untyped-def]
+    ctx, path: list[cst.CSTNode], results: str, line: cst.CSTNode, starts=None  # type: ignore[no-untyped-def]
 ) -> tuple[cst.CSTNode, list[cst.CSTNode]] | None:
-    """The outermost loop around `line` that sits in the block where `results = []` was
-    last set before it, when the loop uses `results` only in `line`."""
+    """The outermost loop around `line` that sits in the block where `results` was last set
+    before it (to `[]`, or to what `starts(value)` accepts), when the loop uses `results` only
+    in `line`. A loop that does not qualify (the list is made inside it, or read elsewhere in
+    it) leaves the loops inside it to be tried: `losses = []` made per epoch collects the
+    steps of the inner loop."""
     for index, node in enumerate(path):
         if not isinstance(node, (cst.For, cst.While)) or index == 0:
             continue
@@ -588,26 +642,28 @@ def _collecting_loop(
         creation = None
         for earlier in range(position - 1, -1, -1):
             statement = body[earlier]
-            if _creates_empty_list(statement, results):
+            if _sets_name(statement, results, starts or _empty_list):
                 creation = earlier
                 break
             if reads_name(statement, results):
-                return None
+                break
         if creation is None:
             continue
         if isinstance(node, cst.For) and reads_name(node.iter, results):
-            return None
+            continue
         if reads_name(node, results, skip=line):
-            return None
+            continue
         if any(isinstance(n, (cst.Return, cst.Yield)) for n in iter_subtree(node, into_scopes=False)):
             return None
         if node.orelse is not None:
-            return None
+            continue
         return node, path[:index]
     return None
 
 
-def _creates_empty_list(statement: cst.CSTNode, name: str) -> bool:
+def _sets_name(statement: cst.CSTNode, name: str, accepts) -> bool:  # type: ignore[no-untyped-def]
+    """`statement` is `name = value` (or `name: T = value`, or one target of
+    `a, name = [], []`) with `accepts(value)`."""
     if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
         return False
     small = statement.body[0]
@@ -617,16 +673,35 @@ def _creates_empty_list(statement: cst.CSTNode, name: str) -> bool:
         target, value = small.targets[0].target, small.value
     else:
         return False
-    if not (isinstance(target, cst.Name) and target.value == name):
-        return False
+    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
+        if len(target.elements) != len(value.elements):
+            return False
+        if any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
+            return False
+        return any(
+            isinstance(t.value, cst.Name) and t.value.value == name and accepts(v.value)
+            for t, v in zip(target.elements, value.elements)
+        )
+    return isinstance(target, cst.Name) and target.value == name and value is not None and accepts(value)
+
+
+def _empty_list(value: cst.BaseExpression) -> bool:
     if isinstance(value, cst.List) and not value.elements:
         return True
-    return (
-        isinstance(value, cst.Call)
-        and isinstance(value.func, cst.Name)
-        and value.func.value == "list"
-        and not value.args
-    )
+    return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "list" and not value.args
+
+
+def _float_literal(value: cst.BaseExpression) -> bool:
+    """`0.0`, `0.`, `1e-8`, `-0.0`: a Python float to start a sum from."""
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, (cst.Minus, cst.Plus)):
+        value = value.expression
+    return isinstance(value, cst.Float)
+
+
+def _number_literal(value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, (cst.Minus, cst.Plus)):
+        value = value.expression
+    return isinstance(value, (cst.Integer, cst.Float))
 
 
 def _donated(loop: cst.CSTNode, value: cst.BaseExpression) -> bool:
