@@ -109,8 +109,8 @@ loop leaves it one. `int()` terms get no fix (each is truncated before the sum),
 `.item()` added to an integer start (an integer array's sum would become a float).
 
 With `runtime-helpers = false` in `[tool.jaxlint]` (fixes may not import `jaxlint.runtime`)
-there is no fix: the copy after the loop is `jaxlint.runtime.to_host`. The finding is still
-reported.
+collected copies get no fix: the copy after the loop is `jaxlint.runtime.to_host`. The
+finding is still reported. The running-sum fix needs no helper and stays.
 
 ## Runtime helper
 
