@@ -572,17 +572,14 @@ class HostCopyInLoop(Rule):
         host = f"to_host({results}, copy=True)" if after == "copy" else f"to_host({results})"
         if after is not None and after != "copy":
             host = f"[{after.format('v')} for v in {host}]"
-        statement = cst.parse_statement(f"{results}[:] = {host}\n")
-        return Fix(
-            Applicability.UNSAFE,
-            (
-                Edit(node, replacement=copy.value.with_changes(lpar=[], rpar=[]) if _bare(copy.value) else copy.value),
-                Edit(outer, after=(statement,)),
-            ),
+        return _keep_on_device(
+            node,
+            copy,
+            outer,
+            f"{results}[:] = {host}\n",
             f"Collect the device values in `{results}` and copy them once with `to_host` after the loop",
             imports=(ImportSpec("jaxlint.runtime", "to_host"),),
         )
-
 
     def _sum_fix(self, node: cst.Call, copy: HostCopy) -> Fix | None:
         """`total += float(loss)` in the loop, `total = 0.0` before it: sum on the device,
@@ -602,23 +599,34 @@ class HostCopyInLoop(Rule):
             return None
         # float() makes every term a Python float, so the sum is one whatever it starts from;
         # .item() of an integer array makes an int, so only a sum started at a float is one.
-        starts = {"float()": _number_literal, ".item()": _float_literal}.get(copy.kind)
-        if starts is None:
+        if copy.kind not in ("float()", ".item()"):
             return None
+        floats_only = copy.kind == ".item()"
         total = aug.target.value
-        found = _collecting_loop(self.ctx, path, total, line, starts)
+        found = _collecting_loop(self.ctx, path, total, line, lambda value: _number_literal(value, floats_only))
         if found is None:
             return None
-        outer, _ = found
-        statement = cst.parse_statement(f"{total} = float({total})\n")
-        return Fix(
-            Applicability.UNSAFE,
-            (
-                Edit(node, replacement=copy.value.with_changes(lpar=[], rpar=[]) if _bare(copy.value) else copy.value),
-                Edit(outer, after=(statement,)),
-            ),
+        return _keep_on_device(
+            node,
+            copy,
+            found[0],
+            f"{total} = float({total})\n",
             f"Sum on the device in `{total}` and convert it to a Python float once after the loop",
         )
+
+
+def _keep_on_device(
+    node: cst.Call, copy: HostCopy, loop: cst.CSTNode, after: str, title: str, imports: tuple[ImportSpec, ...] = ()
+) -> Fix:
+    """The copy replaced by the device value it copies, and the statement `after` put after
+    `loop` to bring the values to the host once."""
+    value = copy.value.with_changes(lpar=[], rpar=[]) if _bare(copy.value) else copy.value
+    return Fix(
+        Applicability.UNSAFE,
+        (Edit(node, replacement=value), Edit(loop, after=(cst.parse_statement(after),))),
+        title,
+        imports=imports,
+    )
 
 
 def _collecting_loop(
@@ -691,17 +699,11 @@ def _empty_list(value: cst.BaseExpression) -> bool:
     return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "list" and not value.args
 
 
-def _float_literal(value: cst.BaseExpression) -> bool:
-    """`0.0`, `0.`, `1e-8`, `-0.0`: a Python float to start a sum from."""
+def _number_literal(value: cst.BaseExpression, floats_only: bool = False) -> bool:
+    """`0`, `0.0`, `-1e-8`: a Python number to start a sum from (`floats_only`: a float)."""
     if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, (cst.Minus, cst.Plus)):
         value = value.expression
-    return isinstance(value, cst.Float)
-
-
-def _number_literal(value: cst.BaseExpression) -> bool:
-    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, (cst.Minus, cst.Plus)):
-        value = value.expression
-    return isinstance(value, (cst.Integer, cst.Float))
+    return isinstance(value, cst.Float if floats_only else (cst.Integer, cst.Float))
 
 
 def _donated(loop: cst.CSTNode, value: cst.BaseExpression) -> bool:
