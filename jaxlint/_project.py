@@ -603,7 +603,8 @@ def _module_facts(
 ) -> list[tuple[str, ModuleFacts]]:
     facts = []
     for display, path, data in files:
-        if path.suffix != ".py":
+        notebook = path.suffix == ".ipynb"
+        if path.suffix != ".py" and not notebook:
             continue
         module = module_name(path.resolve() if not path.is_absolute() else path)
         # surrogateescape: a file name that is not UTF-8 keeps its bytes in the module name.
@@ -611,15 +612,45 @@ def _module_facts(
         key = "facts:" + hashlib.sha256(named + b"\0" + data).hexdigest()
         known = _stored_facts(store.get(key)) if store is not None else None
         if known is None:
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
+            text = _notebook_code(data) if notebook else _utf8(data)
+            if text is None:
                 continue
             known = summarize(module, text, package=path.stem == "__init__")
+            if notebook:
+                known = _unimportable(known)
             if store is not None:
                 store[key] = _stored(known)
         facts.append((display, known))
     return facts
+
+
+def _utf8(data: bytes) -> str | None:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _notebook_code(data: bytes) -> str | None:
+    """The code cells of a notebook as the lint reads them, None when it cannot be read."""
+    from ._notebook import NotebookError, read_notebook
+
+    try:
+        return read_notebook(data).text
+    except NotebookError:
+        return None
+
+
+def _unimportable(facts: ModuleFacts) -> ModuleFacts:
+    """A notebook's facts: what it calls and imports (a notebook that calls what the project
+    jits is JAX code), but nothing other modules could import from it."""
+    return ModuleFacts(
+        facts.module,
+        traced_calls=facts.traced_calls,
+        eager_calls=facts.eager_calls,
+        imports=facts.imports,
+        parsed=facts.parsed,
+    )
 
 
 def _stored(facts: ModuleFacts) -> dict[str, Any]:

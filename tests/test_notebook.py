@@ -121,3 +121,51 @@ def test_evidence_names_lines_as_the_notebook_shows_them() -> None:
     (finding,) = analyze("nb.ipynb", data, [TreeAtBatch]).result.findings
     assert finding.cell == 2
     assert any("the loop at line 1," in sentence for sentence in finding.evidence), finding.evidence
+
+
+# A package that jits its data normalization, and a notebook beside it whose active-learning
+# loop grows the data: the notebook never spells `jit`, so only the project says it is JAX code.
+_STEPS = "import jax\nimport jax.numpy as jnp\n\n\n@jax.jit\ndef normalize(x, y):\n    return (x - x.mean(0)) / x.std(0), y - y.mean()\n"
+_EXPLORE = (
+    "import numpy as onp\nfrom gp.utils import normalize\n\nx, y = onp.zeros((4, 2)), onp.zeros(4)\n",
+    "for it in range(40):\n    batch = normalize(x, y)\n    x = onp.concatenate([x, onp.ones((1, 2))], axis=0)\n"
+    "    y = onp.concatenate([y, onp.ones(1)], axis=0)\n",
+)
+
+
+def _project_with_notebook(tmp_path: Path, notebook: bytes) -> None:
+    (tmp_path / "gp").mkdir()
+    (tmp_path / "gp" / "__init__.py").write_text("")
+    (tmp_path / "gp" / "utils.py").write_text(_STEPS)
+    (tmp_path / "explore.ipynb").write_bytes(notebook)
+
+
+def test_a_notebook_knows_what_its_project_jits(tmp_path: Path, monkeypatch) -> None:
+    """A notebook that calls a function the project jits is linted as JAX code, knowing that
+    the function is jitted (in the folder's run, and piped with --stdin-filename)."""
+    notebook = _notebook(*(("code", cell) for cell in _EXPLORE))
+    _project_with_notebook(tmp_path, notebook)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["check", "--no-cache", "--output-format", "concise", "."])
+    assert result.exit_code == 1, result.output
+    assert [line.split(" [")[0] for line in result.stdout.splitlines() if "JL" in line] == [
+        "explore.ipynb:cell 2:2:13: JL008"
+    ]
+    piped = CliRunner().invoke(
+        cli, ["check", "--output-format", "concise", "--stdin-filename", "explore.ipynb", "-"], input=notebook
+    )
+    assert "explore.ipynb:cell 2:2:13: JL008" in piped.stdout, piped.output
+
+
+def test_what_a_notebook_jits_is_not_importable(tmp_path: Path, monkeypatch) -> None:
+    """Nothing imports a notebook: a notebook named like a module that jits `normalize` does not
+    make `from utils import normalize` in a script the jitted function."""
+    (tmp_path / "utils.ipynb").write_bytes(_notebook(("code", _STEPS)))
+    (tmp_path / "utils.py").write_text("import numpy as np\n\n\ndef normalize(x, y):\n    return x / np.abs(x).max(), y\n")
+    (tmp_path / "run.py").write_text(
+        "import numpy as onp\nimport jax\nfrom utils import normalize\n\nx, y = onp.zeros((4, 2)), onp.zeros(4)\n"
+        + _EXPLORE[1]
+    )
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["check", "--no-cache", "--output-format", "concise", "."])
+    assert result.exit_code == 0, result.output
