@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ._bindings import Binding, Kind
+from ._nodes import iter_subtree
 
 if TYPE_CHECKING:
     from ._context import FileContext
@@ -424,6 +425,8 @@ def _integer(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode]
         # `cfg.num_samples`, `args.num_samples`, `FLAGS.num_samples`: the default the file
         # declares for that field, the value a run gets unless somebody asks for another.
         return config_defaults(ctx).get(expr.attr.value)
+    if isinstance(expr, cst.Subscript):
+        return _dict_entry(ctx, expr, path, depth)
     if (
         isinstance(expr, cst.Call)
         and isinstance(expr.func, cst.Name)
@@ -433,6 +436,63 @@ def _integer(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode]
     ):
         return _count(ctx, expr.args[0].value, path, depth + 1)
     return None
+
+
+def _dict_entry(ctx: FileContext, expr: cst.Subscript, path: list[cst.CSTNode], depth: int) -> int | None:
+    """`options["n_iter"]`: the integer entry of the dict literal that `options` is given
+    (`options = {"n_iter": 20, ...}`), unless the file writes that entry somewhere."""
+    key = _string_key(expr)
+    if key is None or not isinstance(expr.value, cst.Name):
+        return None
+    name = expr.value.value
+    values = _assigned(ctx, name, path)
+    if not values or not all(isinstance(v, cst.Dict) for v in values) or _entry_written(ctx.module, name, key):
+        return None
+    counts = []
+    for value in values:
+        assert isinstance(value, cst.Dict)
+        entry = next(
+            (e.value for e in value.elements if isinstance(e, cst.DictElement) and _string_value(e.key) == key), None
+        )
+        if entry is None:
+            return None
+        counts.append(_integer(ctx, entry, path, depth + 1))
+    return _most(counts)
+
+
+def _string_key(expr: cst.Subscript) -> str | None:
+    """The key of `x["key"]`, a single string subscript."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return None
+    return _string_value(expr.slice[0].slice.value)
+
+
+def _string_value(expr: cst.BaseExpression | None) -> str | None:
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _entry_written(module: cst.Module, name: str, key: str) -> bool:
+    """Whether the file sets `name[key]` (or an entry it does not spell) or calls
+    `name.update(...)` / `name.setdefault(...)` anywhere."""
+    for node in iter_subtree(module):
+        targets: list[cst.BaseExpression] = []
+        if isinstance(node, cst.Assign):
+            targets = [t.target for t in node.targets]
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if isinstance(node.func.value, cst.Name) and node.func.value.value == name:
+                if node.func.attr.value in ("update", "setdefault", "__setitem__"):
+                    return True
+        for target in targets:
+            if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and target.value.value == name:
+                written = _string_key(target)
+                if written is None or written == key:
+                    return True
+    return False
 
 
 def _assigned(ctx: FileContext, name: str, path: list[cst.CSTNode]) -> list[cst.BaseExpression]:

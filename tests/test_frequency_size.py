@@ -42,6 +42,13 @@ def _loop_count(source: str) -> int | None:
         ("import jax.numpy as jnp\nfor i in jnp.arange(2, 10, 2):\n    pass\n", 4),
         ("import jax.numpy as jnp\nfor row in jnp.array([[1, 2], [3, 4], [5, 6]]):\n    pass\n", None),  # rows of a matrix: not counted
         ("import jax.numpy as jnp\nfor q in jnp.array(values):\n    pass\n", None),
+        # an entry of a dict literal: `options["n_iter"]`, unless the file writes that entry
+        ("opts = {'kernel': 'RBF', 'n_iter': 12}\nfor it in range(opts['n_iter']):\n    pass\n", 12),
+        ("opts = {'n_iter': 12}\nfor it in range(opts['n_iter'] + 1):\n    pass\n", 13),
+        ("opts = {'n_iter': 12}\nopts['n_iter'] = 40\nfor it in range(opts['n_iter']):\n    pass\n", None),
+        ("opts = {'n_iter': 12}\nopts.update(extra)\nfor it in range(opts['n_iter']):\n    pass\n", None),
+        ("opts = {'n': 12}\nfor it in range(opts['n_iter']):\n    pass\n", None),  # no such entry
+        ("opts = load()\nfor it in range(opts['n_iter']):\n    pass\n", None),
     ],
 )
 def test_iteration_count(source: str, count: int | None) -> None:
