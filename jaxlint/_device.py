@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import _jaxapi
+from ._nodes import iter_subtree
 from ._scope import dotted_name, target_names
 from ._walk import iter_children
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from ._context import FileContext
 
 
-__all__ = ["Consumer", "DeviceIndex", "HostCopy", "HOST_ATTRIBUTES"]
+__all__ = ["Consumer", "DeviceIndex", "Forward", "HostCopy", "HOST_ATTRIBUTES"]
 
 State = frozenset[str]
 _EMPTY: State = frozenset()
@@ -128,6 +129,17 @@ class Consumer:
     api: str  # the jit wrapper: "jax.jit", "equinox.filter_jit", ...
     function: cst.FunctionDef | None  # its definition, when it is in this file
     params: tuple[str, ...] | None  # its parameter names (None: unknown)
+
+
+@dataclass(frozen=True)
+class Forward:
+    """A call of a function of this file that hands what it is given, unchanged, to a
+    jitted callable (`def fit(X, y): return normalize(X, y)` called as `fit(X, y)`)."""
+
+    argument: cst.BaseExpression  # what the call passes for the parameter
+    helper: cst.FunctionDef  # the function called
+    inner: cst.Call  # the jitted call in its body that receives the parameter
+    consumer: Consumer
 
 
 @dataclass
@@ -364,6 +376,70 @@ class DeviceIndex:
         if not loops or self.is_traced(ancestors) or self.in_test(ancestors):
             return None
         return consumer, loops
+
+    def looped_forwards(self, call: cst.Call) -> tuple[list[Forward], list[cst.CSTNode]] | None:
+        """For the call being visited, which is not itself of a jitted callable: what it hands
+        through a function of this file to a jitted one (`forwards`), and the enclosing `for`
+        and `while` loops, under the conditions of `looped_consumer`."""
+        if not call.args:
+            return None
+        loops = [loop for loop in self.ctx.loops(call) if isinstance(loop, (cst.For, cst.While))]
+        ancestors = self.ctx.ancestors
+        if not loops or self.consumer(call) is not None:
+            return None
+        forwards = self.forwards(call, ancestors)
+        if not forwards or self.is_traced(ancestors) or self.in_test(ancestors):
+            return None
+        return forwards, loops
+
+    def forwards(self, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> list[Forward]:
+        """The arguments `call` hands on to a jitted callable through the function it calls:
+        a `def` of this file (or a method of the enclosing class, called on `self`) whose body
+        passes the parameter, never reassigned, as it is to a jitted call of its own
+        (`self.fit(X, y)` where `def fit(self, X, y): normalize(X, y, self.bounds)`). What
+        that jitted callable compiles for, the call's argument decides."""
+        from ._callgraph import passed_argument
+
+        path = tuple(ancestors)
+        func = call.func
+        if isinstance(func, cst.Name):
+            found = self._local_def(func.value, path)
+            helper = found[0] if found is not None else None
+            method = False
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            helper = _method_def(func.attr.value, path)
+            method = True
+        else:
+            return []
+        known = self.ctx.calls.function(helper) if helper is not None else None
+        if helper is None or known is None:
+            return []
+        positional = [p.name.value for p in (*helper.params.posonly_params, *helper.params.params)]
+        if method:
+            if not positional or any(dotted_name(d.decorator) == "staticmethod" for d in helper.decorators):
+                return []
+            positional = positional[1:]  # `self`
+        rebound = {
+            name
+            for node in _own_statements(helper)
+            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.With))
+            for name in _bound_names(node)
+        }
+        forwards: list[Forward] = []
+        for site in known.body:
+            if site.scope is not helper:
+                continue  # a nested function's or lambda's call
+            inner = self.consumer(site.call, site.path)
+            if inner is None:
+                continue
+            for arg in site.call.args:
+                value = arg.value
+                if arg.star or not isinstance(value, cst.Name) or value.value not in positional or value.value in rebound:
+                    continue
+                passed = passed_argument(call, value.value, positional)
+                if passed is not None:
+                    forwards.append(Forward(passed, helper, site.call, inner))
+        return forwards
 
     def is_traced(self, ancestors: Sequence[cst.CSTNode] | None = None) -> bool:
         """Whether code at `ancestors` runs under a trace, so its calls are staged and host
@@ -906,6 +982,22 @@ def _defs_of(statement: cst.CSTNode) -> Iterator[cst.FunctionDef]:
                         yield from _defs_of(inner)
                 elif isinstance(body, cst.If):
                     yield from _defs_of(body)
+
+
+def _own_statements(function: cst.FunctionDef) -> Iterator[cst.CSTNode]:
+    """The nodes of `function`'s body, not inside nested functions, classes and lambdas."""
+    return iter_subtree(function.body, into_scopes=False)
+
+
+def _bound_names(node: cst.CSTNode) -> list[str]:
+    """The names an assignment, loop header or `with ... as` binds."""
+    if isinstance(node, cst.Assign):
+        return [n for t in node.targets for n in target_names(t.target)]
+    if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
+        return list(target_names(node.target))
+    if isinstance(node, cst.With):
+        return [n for item in node.items if item.asname is not None for n in target_names(item.asname.name)]
+    return []
 
 
 def _method_def(name: str, path: Sequence[cst.CSTNode]) -> cst.FunctionDef | None:

@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from jaxlint._callgraph import runs_many_times
 from jaxlint._frequency import loop_evidence
 from jaxlint._rule import Rule
 
@@ -95,26 +96,40 @@ class GrowingShapeLoop(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
+        callee = _short(ctx.module.code_for_node(node.func))
         found = ctx.device.looped_consumer(node)
-        if found is None:
-            return
-        loops = found[1]
-        callee = ctx.module.code_for_node(node.func)
-        for arg in node.args:
+        if found is not None:
+            passed = [(arg.value, f"is passed to the jitted `{callee}`") for arg in node.args]
+            loops = found[1]
+        else:
+            # A function of this file that hands the argument on to a jitted one, unchanged:
+            # the jitted callable compiles for whatever shape this call gives it.
+            forwarded = ctx.device.looped_forwards(node)
+            if forwarded is None:
+                return
+            passed = [
+                (f.argument, f"is passed to `{callee}`, which hands it to the jitted "
+                 f"`{_short(ctx.module.code_for_node(f.inner.func))}`")
+                for f in forwarded[0]
+            ]  # fmt: skip
+            loops = forwarded[1]
+        for value, where in passed:
             for loop in reversed(loops):
-                found = growth(ctx, arg.value, loop, _loop_path(ctx, loop))
+                found = growth(ctx, value, loop, _loop_path(ctx, loop))
                 if found is not None:
+                    if not runs_many_times(ctx, loop, ctx.ancestors, compiles=True):
+                        return  # a few lengths (`range(4)`): a few compiles, paid once
                     what, how = found
                     self.report(
                         node,
                         evidence=[f"the call {loop_evidence(ctx, loop, ctx.path_to(node))}"],
-                        message=f"`{what}` {how} and is passed to the jitted "
-                        f"`{_short(callee)}`: every new shape traces and compiles it again (one "
-                        "compile per iteration); write into a preallocated buffer with "
+                        message=f"`{what}` {how} and {where}: every new shape traces and compiles "
+                        "it again (one compile per iteration); write into a preallocated buffer with "
                         "`.at[pos].set(...)` / `lax.dynamic_update_slice` and pass the position, "
                         "or pad to a few lengths with `jaxlint.runtime.bucket` and `pad_to`",
                     )
                     return
+
 
 def _short(text: str, limit: int = 40) -> str:
     text = " ".join(text.split())
