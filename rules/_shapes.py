@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from jaxlint._callgraph import passed_argument
 from jaxlint._nodes import free_names, iter_subtree
 from jaxlint._scope import target_names
 
@@ -253,7 +254,7 @@ def _grows(ctx: FileContext, name: str, loop: Loop, path: list[cst.CSTNode]) -> 
     """How the loop makes `name` longer, if it does."""
     for node in iter_subtree(loop.body, into_scopes=False):
         if isinstance(node, cst.Assign) and any(name in target_names(t.target) for t in node.targets):
-            how = _growing_value(ctx, node.value, name, path)
+            how = _growing_value(ctx, node.value, name, path) or _returned_growth(ctx, node, name)
             if how is not None:
                 return how
             if isinstance(node.value, cst.Subscript) and varying_slice(node.value, loop):
@@ -294,6 +295,64 @@ def _growing_value(ctx: FileContext, value: cst.BaseExpression, name: str, path:
         )
     prefix = "jnp" if qualified.startswith("jax.") else "np"
     return f"grows by `{prefix}.{function}` on every iteration" if grows else None
+
+
+def _returned_growth(ctx: FileContext, assign: cst.Assign, name: str) -> str | None:
+    """How a function of this file makes `name` longer when the loop rebinds it to what the
+    function returns for it (`x, key = sample_step(x, key)`, where every `return` of
+    `sample_step` gives back its `x` grown by `jnp.concatenate`)."""
+    call = assign.value
+    if len(assign.targets) != 1 or not isinstance(call, cst.Call) or not isinstance(call.func, cst.Name):
+        return None
+    target = assign.targets[0].target
+    if isinstance(target, cst.Name):
+        index = None
+    elif isinstance(target, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement) for e in target.elements):
+        index = next((i for i, e in enumerate(target.elements) if isinstance(e.value, cst.Name) and e.value.value == name), None)
+        if index is None:
+            return None
+    else:
+        return None
+    function = ctx.calls.functions.get(call.func.value)
+    if function is None:
+        return None
+    node = function.node
+    params = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
+    param = next((p for p in params if _names(passed_argument(call, p, params), name)), None)
+    if param is None:
+        return None
+    path = [*function.path, node, node.body]
+    returns = [n for n in iter_subtree(node.body, into_scopes=False) if isinstance(n, cst.Return)]
+    if not returns:
+        return None
+    for statement in returns:
+        value = statement.value
+        if index is not None:
+            if not isinstance(value, cst.Tuple) or len(value.elements) <= index:
+                return None
+            value = value.elements[index].value
+        if value is None or not _grown_in(ctx, node, value, param, path):
+            return None
+    return f"is returned longer by `{node.name.value}` on every iteration"
+
+
+def _grown_in(ctx: FileContext, function: cst.FunctionDef, value: cst.BaseExpression, param: str, path: list[cst.CSTNode]) -> bool:
+    """Whether `value`, returned by `function`, is its parameter `param` made longer: joined
+    right there, or a name the body assigns the joined array to."""
+    if _growing_value(ctx, value, param, path) is not None:
+        return True
+    if not isinstance(value, cst.Name):
+        return False
+    assigned = [
+        n.value
+        for n in iter_subtree(function.body, into_scopes=False)
+        if isinstance(n, cst.Assign) and any(value.value in target_names(t.target) for t in n.targets)
+    ]
+    return bool(assigned) and all(_growing_value(ctx, v, param, path) is not None for v in assigned)
+
+
+def _names(expr: cst.BaseExpression | None, name: str) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == name
 
 
 def _carried_over(name: str, loop: Loop) -> bool:

@@ -58,6 +58,7 @@ RUNS = {
     "missing-jit/bad_after_early_exit": {("JL001", 7)},
     "growing-shape-loop/bad_sliding_window": {("JL008", 19)},
     "growing-shape-loop/bad_joined_predictions": {("JL008", 24), ("JL008", 31), ("JL008", 39)},
+    "growing-shape-loop/bad_returned_carry": {("JL008", 26), ("JL008", 33)},
     "missing-jit/bad_spellings": {("JL001", 16)},  # a module-level loop; score (22) is never called
     # 21: decode_step's first call (its compile) inside the interval timed at 22
     "unsynced-timing/bad_benchmark_loop": {("JL006", 21), ("JL006", 22)},
