@@ -2,8 +2,12 @@
 
 Finds an array that grows inside a loop and is passed to a jitted function in the same loop:
 `x = jnp.concatenate([x, t], axis=1)`, `jnp.append(x, t)`, `x = np.hstack([x, t])`, a list
-that gains an item per iteration (`tokens.append(t)` then `f(jnp.array(tokens))`), or a slice
-whose length follows the loop index (`f(ids[:, :i])`).
+that gains an item per iteration (`tokens.append(t)` then `f(jnp.array(tokens))`), a slice
+whose length follows the loop index (`f(ids[:, :i])`), or an array the jitted step itself
+returns longer and the loop feeds back (`x, key = step(x, key)` where `step` returns
+`jnp.concatenate([x, token])`). The jitted function may also be reached through a function of
+the file that hands the array on unchanged (`self.fit(X, y)` where `fit` calls the jitted
+`normalize(X, y)`).
 
 ## Why is this bad?
 
@@ -50,7 +54,9 @@ argument; with variable lengths that cannot share one buffer, pad each to
 The rule stays silent when only a fixed-size part of the growing array is passed
 (`f(tokens[:, -1:])`, as KV-cache decoding does), when the array is padded before the call
 (a call whose name mentions `pad` or `bucket`), when the loop runs inside jitted code (it is
-unrolled at trace time), and for functions that are not jitted.
+unrolled at trace time), for functions that are not jitted, and when the loop is known to run
+a few times (four rounds or fewer, once per epoch or seed, over a dict's entries): a few
+compiles paid once, like set-up.
 
 ## Fix safety
 
@@ -77,8 +83,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from jaxlint._callgraph import runs_many_times
-from jaxlint._frequency import loop_evidence
+from jaxlint._frequency import Often, loop_evidence, loop_runs
 from jaxlint._rule import Rule
 
 from ._shapes import growth, loop_path as _loop_path
@@ -117,8 +122,8 @@ class GrowingShapeLoop(Rule):
             for loop in reversed(loops):
                 found = growth(ctx, value, loop, _loop_path(ctx, loop))
                 if found is not None:
-                    if not runs_many_times(ctx, loop, ctx.ancestors, compiles=True):
-                        return  # a few lengths (`range(4)`): a few compiles, paid once
+                    if _few_shapes(ctx, loop):
+                        return
                     what, how = found
                     self.report(
                         node,
@@ -129,6 +134,20 @@ class GrowingShapeLoop(Rule):
                         "or pad to a few lengths with `jaxlint.runtime.bucket` and `pad_to`",
                     )
                     return
+
+
+# A loop known to run at most this many times gives a jitted function at most this many
+# new shapes: a few compiles, paid once, like set-up (a warm-up of four rounds). A compile
+# costs far more than a step, so a few more than this already count (`steps=6` of a decode).
+_FEW_SHAPES = 4
+
+
+def _few_shapes(ctx, loop) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the engine knows the growing loop runs few times: once per epoch, seed or
+    configuration, over a dict's entries or a model's parts, or a count of `_FEW_SHAPES` or
+    less (`range(4)`, `range(options["n_iter"])` with `"n_iter": 4`)."""
+    runs = loop_runs(ctx, loop, _loop_path(ctx, loop), compiles=True)
+    return runs.often is Often.FEW and (runs.count is None or runs.count <= _FEW_SHAPES)
 
 
 def _short(text: str, limit: int = 40) -> str:
