@@ -83,7 +83,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from jaxlint._frequency import Often, loop_evidence, loop_runs
+from jaxlint._callgraph import counts_few_things
+from jaxlint._frequency import iteration_count, loop_evidence
 from jaxlint._rule import Rule
 
 from ._shapes import growth, loop_path as _loop_path
@@ -144,10 +145,12 @@ _FEW_SHAPES = 4
 
 def _few_shapes(ctx, loop) -> bool:  # type: ignore[no-untyped-def]
     """Whether the engine knows the growing loop runs few times: once per epoch, seed or
-    configuration, over a dict's entries or a model's parts, or a count of `_FEW_SHAPES` or
-    less (`range(4)`, `range(options["n_iter"])` with `"n_iter": 4`)."""
-    runs = loop_runs(ctx, loop, _loop_path(ctx, loop), compiles=True)
-    return runs.often is Often.FEW and (runs.count is None or runs.count <= _FEW_SHAPES)
+    configuration (`counts_few_things`), or a count of `_FEW_SHAPES` or less (`range(4)`,
+    `range(options["n_iter"])` with `"n_iter": 4`, a dict literal's entries)."""
+    if counts_few_things(loop):
+        return True
+    count = iteration_count(ctx, loop, _loop_path(ctx, loop))
+    return count is not None and count <= _FEW_SHAPES
 
 
 def _short(text: str, limit: int = 40) -> str:
