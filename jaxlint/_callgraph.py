@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import _jaxapi
-from ._frequency import integer_value, leaves_block, streams
+from ._frequency import integer_value, iteration_count, leaves_block, streams
 from ._jaxapi import HOST_METHODS, is_host_copy
 from ._scope import dotted_name, target_names
 from ._walk import iter_children
@@ -745,7 +745,7 @@ def runs_many_times(
     model's layers or blocks (`range(cfg.num_layers)`, `for block in model.blocks`) runs
     dozens of times in a real model, which is many."""
     if isinstance(loop, (cst.For, cst.While)):
-        if calls and _plots(ctx, loop):
+        if calls and (_plots(ctx, loop) or _sleeps(ctx, loop)):
             return False
         if searches and _returns(loop):
             return False
@@ -762,6 +762,13 @@ def runs_many_times(
     words = _PARTS_FEW_PER_COMPILE if compiles else _STRUCTURE_WORDS
     if not _iterates_data(ctx, iterable, list(path[:index]), loop, target, few, words):
         return False
+    # For a per-call cost, a count the header spells out however it is wrapped:
+    # `tqdm(np.arange(20))`, `zip(prices[:25], volumes[:25])`. (A compile per iteration costs
+    # seconds even over three temperatures.)
+    if calls:
+        count = iteration_count(ctx, loop, path[:index])
+        if count is not None and count < few:
+            return False
     # For a per-call or per-copy cost the loop must show that it runs over data or steps; a
     # loop over a caller's values runs an unknown number of times. A compile per iteration
     # costs seconds, so a loop over a model's blocks or a caller's values counts already.
@@ -777,6 +784,28 @@ def _returns(loop: cst.For | cst.While) -> bool:
             return True
         if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
             continue
+        stack.extend(iter_children(node))
+    return False
+
+
+def _sleeps(ctx: FileContext, loop: cst.For | cst.While) -> bool:
+    """Whether the loop's body sleeps on every iteration (`time.sleep(0.05)`, not under an
+    `if`): it is paced on purpose, a live demo or a poll, and a per-call cost is nothing next
+    to the wait."""
+    imports = ctx._module_scope.imports  # noqa: SLF001 - engine-internal
+    stack: list[cst.CSTNode] = [loop.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.If, cst.Try, cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            continue
+        if isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+                name = f"{imports.get(func.value.value)}.{func.attr.value}"
+            else:
+                name = imports.get(func.value) if isinstance(func, cst.Name) else None
+            if name == "time.sleep":
+                return True
         stack.extend(iter_children(node))
     return False
 
@@ -967,7 +996,7 @@ def _iterates_data(
             resolved = func.value  # builtins: range, zip, enumerate...
         if resolved == "range":
             constants = [integer_value(ctx, a.value, [*path, anchor]) for a in iterable.args]
-            if constants and all(c is not None for c in constants):
+            if constants and all(c is not None for c in constants) and not (len(constants) == 3 and constants[2] == 0):
                 span = range(*constants)  # type: ignore[arg-type]
                 return len(span) >= few
             return not any(_mentions_structure(a.value, part_words=words) for a in iterable.args)

@@ -371,7 +371,15 @@ def _count(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode], 
             return len(expr.elements)
         return None
     if isinstance(expr, cst.Name):
-        return _most(_count(ctx, value, path, depth + 1) for value in _assigned(ctx, expr.value, path))
+        reaching = _reaching_value(expr.value, path)
+        values = [reaching] if reaching is not None else _assigned(ctx, expr.value, path)
+        return _most(_count(ctx, value, path, depth + 1) for value in values)
+    if isinstance(expr, cst.Call):
+        asked = _asked_count(ctx, expr, path, depth)
+        if asked is not None:
+            return asked
+    if isinstance(expr, cst.Subscript):
+        return _slice_length(ctx, expr, path, depth)
     if (
         isinstance(expr, cst.Call)
         and isinstance(expr.func, cst.Attribute)
@@ -395,6 +403,97 @@ def _count(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode], 
         counts = [c for c in (_count(ctx, a, path, depth + 1) for a in positional) if c is not None]
         return min(counts) if counts else None
     return None
+
+
+def _slice_length(ctx: FileContext, expr: cst.Subscript, path: list[cst.CSTNode], depth: int) -> int | None:
+    """At most how many items `x[:25]` or `x[10:40]` holds (the bounds known, no step, not
+    counted from the end): a loop over it runs that many times or fewer."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Slice):
+        return None
+    part = expr.slice[0].slice
+    if part.step is not None or part.upper is None:
+        return None
+    lower = 0 if part.lower is None else _integer(ctx, part.lower, path, depth + 1)
+    upper = _integer(ctx, part.upper, path, depth + 1)
+    if lower is None or upper is None or lower < 0 or upper < 0:
+        return None
+    return max(upper - lower, 0)
+
+
+_COUNT_KEYWORD = re.compile(r"^(?:n|num|number_of)_([a-z]+?)s?$")
+
+
+def _asked_count(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], depth: int) -> int | None:
+    """How many items a call is asked to make, when a keyword counts what the call is named
+    for: `get_graphs(images, n_graphs=2)`, `sample_trajectories(num_trajectories=N)` (not
+    `load(ds, num_workers=4)`, which counts something else)."""
+    func = call.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+    if name is None:
+        return None
+    callee = name.lower()
+    for arg in call.args:
+        if arg.keyword is None:
+            continue
+        match = _COUNT_KEYWORD.match(arg.keyword.value.lower())
+        if match is not None and len(match.group(1)) > 2 and match.group(1) in callee:
+            return _integer(ctx, arg.value, path, depth + 1)
+    return None
+
+
+def _reaching_value(name: str, path: Sequence[cst.CSTNode]) -> cst.BaseExpression | None:
+    """The value `name` holds where the code at the end of `path` reads it, when the last
+    statement before it that binds the name is a plain `name = value` in the same block or
+    a block around it (`dataset = make(n_graphs=1000)`, later `dataset = make(n_graphs=2)`:
+    a loop over `dataset` after the second reads 2 graphs). None when a binding in between
+    is conditional or in a loop that rebinds it, or none is found before the enclosing
+    function."""
+    for index in range(len(path) - 1, 0, -1):
+        block, statement = path[index - 1], path[index]
+        if isinstance(block, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return None
+        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+            continue
+        body = list(block.body)
+        position = next((i for i, s in enumerate(body) if s is statement), None)
+        if position is None:
+            return None
+        for previous in reversed(body[:position]):
+            if isinstance(previous, cst.SimpleStatementLine):
+                for small in reversed(previous.body):
+                    if (
+                        isinstance(small, cst.Assign)
+                        and len(small.targets) == 1
+                        and isinstance(small.targets[0].target, cst.Name)
+                        and small.targets[0].target.value == name
+                    ):
+                        return small.value
+                    if _binds(small, name):
+                        return None
+            elif _binds(previous, name):
+                return None
+        owner = path[index - 2] if index >= 2 else None
+        if isinstance(owner, (cst.For, cst.While)) and _binds(owner, name):
+            return None  # read again on the next iteration, after the loop's own binding
+    return None
+
+
+def _binds(node: cst.CSTNode, name: str) -> bool:
+    """Whether code under `node` (nested functions and classes aside) binds `name`."""
+    from ._callgraph import iter_subtree_no_scopes
+    from ._scope import target_names
+
+    for inner in iter_subtree_no_scopes(node):
+        targets: list[cst.BaseExpression] = []
+        if isinstance(inner, cst.Assign):
+            targets = [t.target for t in inner.targets]
+        elif isinstance(inner, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr)):
+            targets = [inner.target]
+        elif isinstance(inner, cst.AsName):
+            targets = [inner.name]
+        if any(name in target_names(t) for t in targets):
+            return True
+    return False
 
 
 def _integer(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode], depth: int) -> int | None:

@@ -20,6 +20,7 @@ from jaxlint._nodes import loop_header
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, unused_name
 
 from ._jit_analysis import _OPTION_NAME
+from ._shapes import growth
 
 
 __all__ = ["ApplyCall", "apply_finding", "is_apply_call"]
@@ -73,6 +74,8 @@ def apply_finding(ctx: FileContext, found: ApplyCall, taken: set[str]) -> ApplyF
     innermost = found.loops[-1]
     if root in ctx.loop_bindings(innermost):
         return None  # a new model each iteration: nothing to hoist, a compile per model
+    if _fed_growing(ctx, found, many):
+        return None  # a new input shape each iteration: jit would compile every time
     module = ctx.module
     receiver = module.code_for_node(func.value)
     loop_text = loop_header(many[-1])
@@ -82,6 +85,23 @@ def apply_finding(ctx: FileContext, found: ApplyCall, taken: set[str]) -> ApplyF
         f"loop (`jax.jit({receiver}.apply)`)"
     )
     return ApplyFinding(message, _fix(ctx, found, receiver, root, taken), [loop_evidence(ctx, many[-1], path)])
+
+
+def _fed_growing(ctx: FileContext, found: ApplyCall, loops: list[Loop]) -> bool:
+    """Whether the call is given an array whose shape changes every iteration of one of
+    `loops` without bound (`_shapes.growth`: a context grown by `concatenate`, not a window
+    of the last `block_size` tokens taken from it): growing-shape-loop's finding once the
+    apply is jitted, and no gain from jitting it alone."""
+    path = found.ancestors
+    for loop in loops:
+        if not isinstance(loop, (cst.For, cst.While)):
+            continue
+        index = next((i for i, n in enumerate(path) if n is loop), None)
+        if index is None:
+            continue
+        if any(growth(ctx, arg.value, loop, list(path[:index]), windows=False) for arg in found.call.args):
+            return True
+    return False
 
 
 def _fix(ctx: FileContext, found: ApplyCall, receiver: str, root: str | None, taken: set[str]) -> Fix | None:

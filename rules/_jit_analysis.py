@@ -74,6 +74,7 @@ _SHAPE_POSITIONS = {
 _OPTION_NAME = re.compile(
     r"(^|_)(indices|layers|layer|train|training|deterministic|mode|num|n|return|use|is|with|enable|output)(_|$)"
 )
+_Loop = cst.For | cst.ListComp | cst.SetComp | cst.DictComp | cst.GeneratorExp
 _LOCAL = "local"
 _PARAM = "param"
 _SAFE = "safe"  # a Python value whatever the arguments are (enumerate index, len(...))
@@ -234,7 +235,7 @@ class _Reader:
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             for target in targets:
                 self._assignment_target(target)
-        elif isinstance(node, cst.For):
+        elif isinstance(node, (cst.For, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
             self._for_iterable(node, path)
         elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
             self._array_use(node.left)
@@ -269,12 +270,15 @@ class _Reader:
                     if isinstance(element.slice, cst.Index):
                         self._static(element.slice.value, "a dict key")
 
-    def _for_iterable(self, loop: cst.For, path: list[cst.CSTNode]) -> None:
+    def _for_iterable(self, loop: _Loop, path: list[cst.CSTNode]) -> None:
         # Iterating a parameter's pytree structure (`for w, b in params`, `model.blocks`) or a
-        # static `range` unrolls a few steps; a loop over data (`for batch in loader`) would
-        # unroll the dataset, or fail on an iterator.
+        # static `range` unrolls a few steps; a loop over data (`for batch in loader`), or a
+        # comprehension over the items of a list it is given (`[jnp.max(d) for d in diffs]`),
+        # would unroll the dataset, retrace for every new length, or fail on an iterator.
         if runs_many_times(self.ctx, loop, [*path, loop]):
-            self._block(f"a Python loop over `{_text(loop.iter)}` (jit would unroll it)")
+            iterable = loop.iter if isinstance(loop, cst.For) else loop.for_in.iter
+            kind = "loop" if isinstance(loop, cst.For) else "comprehension"
+            self._block(f"a Python {kind} over `{_text(iterable)}` (jit would unroll it)")
 
     def _call(self, call: cst.Call, path: list[cst.CSTNode]) -> None:
         func = call.func

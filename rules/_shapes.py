@@ -177,7 +177,7 @@ def loop_path(ctx: FileContext, loop: cst.CSTNode) -> list[cst.CSTNode]:
 
 
 def growth(
-    ctx: FileContext, value: cst.BaseExpression, loop: Loop, ancestors: list[cst.CSTNode]
+    ctx: FileContext, value: cst.BaseExpression, loop: Loop, ancestors: list[cst.CSTNode], *, windows: bool = True
 ) -> tuple[str, str] | None:
     """(what grows, how) when the argument `value`, passed inside `loop` (whose ancestors are
     `ancestors`), has a shape that changes from one iteration to the next: a slice that follows
@@ -185,26 +185,29 @@ def growth(
     (`tokens = jnp.concatenate([tokens, nxt], axis=1)`, `ids.append(t)`), or a name the body
     takes from one of those (`window = tokens[:, -max_len:]`), or an array joined from one
     (`jnp.concatenate([observed, jnp.array(predictions)])`). A jitted function given it
-    compiles once per new shape."""
+    compiles once per new shape. `windows=False`: a window taken from a growing name
+    (`tokens[:, -max_len:]`), which stops growing at its bound, does not count."""
     for part in whole_parts(value, ctx):
         sliced = varying_slice(part, loop)
         if sliced is not None:
             return ctx.module.code_for_node(sliced), "changes length with the loop index"
         if isinstance(part, cst.Name):
-            found = _growing_name(ctx, part.value, loop, ancestors)
+            found = _growing_name(ctx, part.value, loop, ancestors, windows)
             if found is not None:
                 return found
     for joined in _joined_names(ctx, value, ancestors):
-        found = _growing_name(ctx, joined, loop, ancestors)
+        found = _growing_name(ctx, joined, loop, ancestors, windows)
         if found is not None:
             return found
     return None
 
 
-def _growing_name(ctx: FileContext, passed: str, loop: Loop, ancestors: list[cst.CSTNode]) -> tuple[str, str] | None:
+def _growing_name(
+    ctx: FileContext, passed: str, loop: Loop, ancestors: list[cst.CSTNode], windows: bool = True
+) -> tuple[str, str] | None:
     """(`passed`, how) when the loop makes the name `passed` longer, or a carried name the body
-    takes it from."""
-    for name in (passed, *_taken_from(ctx, passed, loop, ancestors)):
+    takes it from (`windows`: by a slice too)."""
+    for name in (passed, *_taken_from(ctx, passed, loop, ancestors, windows)):
         if not _carried_over(name, loop):
             continue
         how = _grows(ctx, name, loop, ancestors)
@@ -213,14 +216,16 @@ def _growing_name(ctx: FileContext, passed: str, loop: Loop, ancestors: list[cst
     return None
 
 
-def _taken_from(ctx: FileContext, name: str, loop: Loop, path: list[cst.CSTNode]) -> list[str]:
+def _taken_from(ctx: FileContext, name: str, loop: Loop, path: list[cst.CSTNode], windows: bool = True) -> list[str]:
     """The carried names the loop body assigns `name` from, keeping their shape or a slice of
-    it (`window = tokens[:, -max_len:]`, `x = jnp.asarray(tokens)`), or joining them to
-    something (`context = jnp.concatenate([prompt, jnp.stack(predictions)])`)."""
+    it (`window = tokens[:, -max_len:]`, only with `windows`; `x = jnp.asarray(tokens)`), or
+    joining them to something (`context = jnp.concatenate([prompt, jnp.stack(predictions)])`)."""
     sources = []
     for node in iter_subtree(loop.body, into_scopes=False):
         if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
             value = node.value
+            if not windows and isinstance(value, cst.Subscript):
+                continue
             base = value
             while isinstance(base, cst.Subscript):
                 base = base.value

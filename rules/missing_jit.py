@@ -5,7 +5,9 @@ equinox Module call, `@`, or a call of another function of the file that does) a
 again and again from Python, once per iteration of a loop over batches or steps (directly, or
 through the functions that call it per batch), while nothing in the file jit-compiles it.
 It also finds a Flax/haiku `model.apply(variables, x, ...)` called directly in such a loop
-(seed 001's decode loops), reported at the call.
+(seed 001's decode loops), reported at the call, unless the loop feeds it an input that grows
+every iteration without bound (jit would compile once per length; a window of the last
+`block_size` tokens is bounded and still reported).
 
 The rule wants evidence, all in the same file: a loop that runs many times (not a literal
 table, a small constant `range`, or a loop over layers or parameter dicts, and one that shows
@@ -18,12 +20,17 @@ is jitted anywhere in the file (decorated, `f = jax.jit(f)`, `fast = jax.jit(f)`
 function of a library is called from other files), called only from traced code, decorated,
 a method, named like setup code (`init_*`, `make_*`, `create_*`, `build_*`, `load_*`), or
 when its body would not survive jit: host I/O, `print`, `.item()`, `np.asarray`, mutation of
-outer objects, Python control flow on array values, `while` loops or loops over data, `try`,
-or calls into code jaxlint cannot see. Loops in tests (test files, test functions) are not
-hot paths, and loops over epochs, seeds, configurations or plot axes, a literal `range` below
-100 (a demo's `range(10)` costs less eagerly than the compile would) and search loops that
-`return` at the first hit run a few times: silent too. A `def` nested in a function that
-itself runs once per iteration is left alone: jitting it there would compile it again on
+outer objects, Python control flow on array values, `while` loops, loops or comprehensions
+over data (`[jnp.max(d[i]) for i in range(len(d))]` unrolls per item and retraces per
+length), `try`, or calls into code jaxlint cannot see. A helper of one or two operations (a
+batch drawn with `randint` and a slice) in an iteration that also runs a jitted step is
+trivial next to it: silent. Loops in tests (test files, test functions) are not hot paths,
+and loops over epochs, seeds, configurations or plot axes, a count below 100 that
+the header spells (a demo's `range(10)`, `tqdm(np.arange(20))`, `zip(prices[:25], ...)`, a
+collection made by `make_graphs(..., n_graphs=2)`: it costs less eagerly than the compile
+would), loops that sleep every iteration (a paced live demo) and search loops that `return`
+at the first hit run a few times: silent too. A `def` nested in a function that itself runs
+once per iteration is left alone: jitting it there would compile it again on
 every outer call, and so is a function whose static parameters (shapes, `if` tests) the loop
 passes a new value each iteration (`for n in sizes: sample(key, n)`): jit would compile on every
 iteration.
@@ -116,6 +123,8 @@ from ._shapes import growth
 __all__ = ["MissingJit"]
 
 _MIN_OPERATIONS = 2
+# At most this many operations are trivial next to a compiled call in the same iteration.
+_TRIVIAL = 2
 # Names of one-shot setup code: run a few times, not worth a compile each.
 _SETUP = re.compile(r"^_*(init|make|create|build|setup|load|save|restore|prepare|plot|log|print|download|test)", re.I)
 
@@ -156,7 +165,7 @@ class MissingJit(Rule):
         if not self._defined & self._called_in_loops or in_test(self.ctx, ()):
             return
         graph = self.ctx.calls
-        candidates: dict[int, tuple[str, Jittability]] = {}
+        candidates: dict[int, tuple[str, int, Jittability]] = {}
         for function in graph.functions.values():
             found = self._candidate(function)
             if found is not None:
@@ -164,13 +173,14 @@ class MissingJit(Rule):
         for function in graph.functions.values():
             if id(function.node) not in candidates:
                 continue
-            work, jittability = candidates[id(function.node)]
+            work, work_count, jittability = candidates[id(function.node)]
             repeat = next(
                 (
                     r
                     for r in graph.repeats(function)
                     if not any(id(f.node) in candidates for f in r.chain)
                     and not self._static_per_iteration(function, jittability, r)
+                    and not self._trivial_beside_compiled(work_count, r)
                 ),
                 None,
             )
@@ -188,7 +198,7 @@ class MissingJit(Rule):
                 )],
             )
 
-    def _candidate(self, function: Function) -> tuple[str, Jittability] | None:
+    def _candidate(self, function: Function) -> tuple[str, int, Jittability] | None:
         node = function.node
         if node.decorators or node.asynchronous is not None or function.uses or not function.sites:
             return None
@@ -200,11 +210,23 @@ class MissingJit(Rule):
             return None  # one operation dispatches once with or without jit
         if graph.mode(node) is Mode.TRACED:
             return None
-        work = found[0]
         jittability = analyze(self.ctx, graph, function)
         if jittability.blockers:
             return None
-        return work, jittability
+        return found[0], found[1], jittability
+
+    def _trivial_beside_compiled(self, work_count: int, repeat: Repeat) -> bool:
+        """Whether the function does a trivial amount of eager work (`_TRIVIAL` operations or
+        fewer: a batch drawn with a `randint` and a slice) in an iteration that also runs
+        compiled code (`train_step(...)`, jitted): next to the compiled step, its dispatches
+        cost nothing worth a compile."""
+        if work_count > _TRIVIAL:
+            return False
+        path = list(repeat.site.path)
+        index = next((i for i, n in enumerate(path) if n is repeat.loop), None)
+        if index is None:
+            return False
+        return self.ctx.device.loop_dispatches(repeat.loop, path[:index], compiled=True)
 
     def _static_per_iteration(self, function: Function, jittability: Jittability, repeat: Repeat) -> bool:
         """Whether jit would compile on every iteration, which saves nothing over running

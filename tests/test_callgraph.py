@@ -212,7 +212,7 @@ def test_repeats_go_through_callers_to_a_loop_that_runs_many_times() -> None:
             for i in range(3):
                 forward(p, i)
 
-        main(1, [])
+        main(1, load_batches())
         """
     )
     graph = ctx.calls

@@ -49,6 +49,18 @@ def _loop_count(source: str) -> int | None:
         ("opts = {'n_iter': 12}\nopts.update(extra)\nfor it in range(opts['n_iter']):\n    pass\n", None),
         ("opts = {'n': 12}\nfor it in range(opts['n_iter']):\n    pass\n", None),  # no such entry
         ("opts = load()\nfor it in range(opts['n_iter']):\n    pass\n", None),
+        # a slice spelled with known bounds holds at most that many items
+        ("for p, v in zip(prices[:25], volumes[:25]):\n    pass\n", 25),
+        ("for p in prices[10:40]:\n    pass\n", 30),
+        ("for p in prices[-5:]:\n    pass\n", None),  # counted from the end: unknown
+        ("import numpy as np\nfrom tqdm import tqdm\nfor i in tqdm(np.arange(20)):\n    pass\n", 20),
+        # a call asked for a number of the things it is named for
+        ("graphs = make_graphs(images, n_graphs=2)\nfor i in range(len(graphs)):\n    pass\n", 2),
+        ("N = 12\nds = sample_trajectories(env, num_trajectories=N)\nfor t in ds:\n    pass\n", 12),
+        ("batches = read_batches(path, num_workers=4)\nfor b in batches:\n    pass\n", None),  # workers are not batches
+        # the value that reaches the loop: the last plain assignment before it
+        ("g = make_graphs(x, n_graphs=1000)\ng = make_graphs(x, n_graphs=2)\nfor i in range(len(g)):\n    pass\n", 2),
+        ("g = make_graphs(x, n_graphs=2)\nif big:\n    g = make_graphs(x, n_graphs=1000)\nfor i in range(len(g)):\n    pass\n", 1000),  # conditional: the largest
     ],
 )
 def test_iteration_count(source: str, count: int | None) -> None:
