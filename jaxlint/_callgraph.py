@@ -148,6 +148,14 @@ _CONTAINER_METHODS = frozenset(
         "format", "join", "split", "startswith", "endswith", "write", "read", "close",
     }
 )  # fmt: skip
+# Pytree maps that run their function once per leaf, eagerly when called eagerly.
+_TREE_MAPS = frozenset(
+    {"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map", "jax.tree.map_with_path", "jax.tree_util.tree_map_with_path"}
+)  # fmt: skip
+# What an operation applied to every leaf counts: one dispatch per leaf, a dozen or more in a
+# model (more than a trivial helper's few).
+_PER_LEAF = 4
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power, cst.FloorDivide)
 # Array functions that only reshape, convert, create or describe: a function doing nothing
 # else gains nothing from jit.
 _NOT_COMPUTE = frozenset(
@@ -548,6 +556,8 @@ class CallGraph:
                     and not resolved.startswith("jax.random.")  # sampling keys and weights: setup
                 ):
                     weight = 1
+                elif resolved in _TREE_MAPS and self._leafwise_arithmetic(call, site.path):
+                    weight = _PER_LEAF  # an operation per leaf of a model: an EMA, a scaled update
             elif isinstance(func, cst.Call):
                 transform = self.ctx.resolve(func.func, site.path, anchor=call)
                 if transform in _jaxapi.TRANSFORMS and transform not in _jaxapi.JIT_WRAPPERS:
@@ -563,6 +573,43 @@ class CallGraph:
             first = first or "@"
             count += 1
         return first, count
+
+    def _leafwise_arithmetic(self, call: cst.Call, path: Sequence[cst.CSTNode]) -> bool:
+        """Whether a `jax.tree.map(f, tree, ...)` computes on every leaf: `f` is a lambda, or
+        a name the function binds to one or a `def`, whose body does arithmetic (`+ - * /
+        **`) with a leaf it is given as an operand, or hands a leaf to an array operation
+        (`lambda e, p: e * rate + p * (1 - rate)`; not `lambda x: x[i]`, which only indexes,
+        nor a dtype or layout change, nor `prod(x.shape) * x.dtype.itemsize` on metadata)."""
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        if not positional:
+            return False
+        function = positional[0]
+        leaf_functions: list[cst.Lambda | cst.FunctionDef] = []
+        if isinstance(function, cst.Lambda):
+            leaf_functions.append(function)
+        elif isinstance(function, cst.Name):
+            for binding in self.ctx.bindings.of(function.value, [*path, call]):
+                if isinstance(binding.value, cst.Lambda):
+                    leaf_functions.append(binding.value)
+                elif isinstance(binding.node, cst.FunctionDef):
+                    leaf_functions.append(binding.node)
+        for leaf_function in leaf_functions:
+            leaves = _parameter_names(leaf_function.params)
+            for node in iter_subtree_no_scopes(leaf_function.body):
+                if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ARITHMETIC):
+                    if any(isinstance(side, cst.Name) and side.value in leaves for side in (node.left, node.right)):
+                        return True
+                elif isinstance(node, cst.Call) and any(
+                    isinstance(a.value, cst.Name) and a.value.value in leaves for a in node.args
+                ):
+                    resolved = self.ctx.resolve(node.func, path, anchor=call)
+                    if (
+                        resolved is not None
+                        and _jaxapi.is_array_op(resolved)
+                        and resolved.rsplit(".", 1)[-1] not in _NOT_COMPUTE  # `jnp.astype`: layout
+                    ):
+                        return True
+        return False
 
     def _compiled_inline(self, site: Site, owner: cst.FunctionDef) -> bool:
         """Whether `site` sits in a lambda or nested def that the body hands straight to a jit

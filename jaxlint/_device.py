@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ._context import FileContext
 
 
-__all__ = ["Consumer", "DeviceIndex", "Forward", "HostCopy", "HOST_ATTRIBUTES"]
+__all__ = ["Consumer", "DeviceIndex", "Forward", "HostCopy", "HOST_ATTRIBUTES", "looks_like_variables"]
 
 State = frozenset[str]
 _EMPTY: State = frozenset()
@@ -797,7 +797,7 @@ class DeviceIndex:
             return True
         if isinstance(func, cst.Attribute):
             method = func.attr.value
-            if method == "apply_fn" or (method == "apply" and _looks_like_variables(call)):
+            if method == "apply_fn" or (method == "apply" and looks_like_variables(call)):
                 return True
             if method in _HOST_RESULT_METHODS or method in HOST_ATTRIBUTES:
                 return False
@@ -926,7 +926,7 @@ def _model_apply(call: cst.Call) -> bool:
     """`state.apply_fn(...)`, `model.apply(variables, ...)`: a whole model's forward pass."""
     func = call.func
     return isinstance(func, cst.Attribute) and (
-        func.attr.value == "apply_fn" or (func.attr.value == "apply" and _looks_like_variables(call))
+        func.attr.value == "apply_fn" or (func.attr.value == "apply" and looks_like_variables(call))
     )
 
 
@@ -1036,7 +1036,7 @@ def _names_variables(expr: cst.BaseExpression) -> bool:
     return any(hint in last for hint in ("param", "variables", "weights"))
 
 
-def _looks_like_variables(call: cst.Call) -> bool:
+def looks_like_variables(call: cst.Call) -> bool:
     """`model.apply(params, x)` / `model.apply({"params": p}, x)`, not `df.apply(fn)`."""
     if not call.args or call.args[0].keyword is not None:
         return False

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from jaxlint._bindings import Kind
 from jaxlint._callgraph import Mode, in_test, runs_many_times
+from jaxlint._device import looks_like_variables
 from jaxlint._frequency import loop_evidence
 from jaxlint._context import FileContext, Loop
 from jaxlint._nodes import loop_header
@@ -54,7 +56,12 @@ def is_apply_call(call: cst.Call) -> bool:
 
 def apply_finding(ctx: FileContext, found: ApplyCall, taken: set[str]) -> ApplyFinding | None:
     imports = [t or "" for t in ctx._module_scope.imports.values()]  # noqa: SLF001
-    if not any(t.split(".", 1)[0] in ("flax", "haiku") for t in imports):
+    heads = {t.split(".", 1)[0] for t in imports}
+    if not heads & {"flax", "haiku"} and not (
+        "jax" in heads and looks_like_variables(found.call) and not _decorated_def(ctx, found)
+    ):
+        # A model imported from the project (`from model import NN`) is applied to its
+        # variables (`net.apply(params, x)`, `apply({"params": p}, x)`), not `df.apply(f)`.
         return None
     func = found.call.func
     assert isinstance(func, cst.Attribute)
@@ -85,6 +92,17 @@ def apply_finding(ctx: FileContext, found: ApplyCall, taken: set[str]) -> ApplyF
         f"loop (`jax.jit({receiver}.apply)`)"
     )
     return ApplyFinding(message, _fix(ctx, found, receiver, root, taken), [loop_evidence(ctx, many[-1], path)])
+
+
+def _decorated_def(ctx: FileContext, found: ApplyCall) -> bool:
+    """Whether the receiver's name is bound by a `def` of this file (`@streaming_transform
+    def system(x): ...`): its `.apply` is whatever the decorators of a library jaxlint does
+    not know made of it, not a model's."""
+    func = found.call.func
+    assert isinstance(func, cst.Attribute)
+    if not isinstance(func.value, cst.Name):
+        return False
+    return any(b.kind is Kind.DEF for b in ctx.bindings.of(func.value.value, [*found.ancestors, found.call]))
 
 
 def _fed_growing(ctx: FileContext, found: ApplyCall, loops: list[Loop]) -> bool:

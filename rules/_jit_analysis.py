@@ -50,6 +50,9 @@ _ARRAY_METHODS = frozenset(
         "divide", "power", "get", "apply", "view", "T", "mT", "sort", "argsort", "nonzero",
     }
 )  # fmt: skip
+# Methods of a Flax `TrainState` (`flax.training.train_state`): the model's `apply` and the
+# optimizer update, both traceable.
+_TRAIN_STATE_METHODS = frozenset({"apply_fn", "apply_gradients"})
 # Container methods that read only.
 _PURE_METHODS = frozenset(
     {"get", "items", "keys", "values", "copy", "index", "count", "format", "join", "split", "startswith", "endswith", "lower", "upper", "replace", "strip"}
@@ -397,8 +400,16 @@ class _Reader:
         if method in HOST_METHODS or method in ("numpy", "cpu", "tobytes"):
             self._block(f"`.{method}()` copies to the host")
             return
+        if method in _TRAIN_STATE_METHODS and root is not None and (root in self.params or self._derived_param(root)):
+            # A Flax `TrainState` handed in: `state.apply_fn` is its model's `apply` and
+            # `state.apply_gradients(grads=...)` a pure update, both traceable.
+            if method == "apply_gradients":
+                for arg in call.args:
+                    self._array_use(arg.value)
+                return
+            method = "apply"
         if method == "apply" and call.args:
-            if isinstance(receiver, cst.Name) and receiver.value in self.params:
+            if isinstance(receiver, cst.Name) and receiver.value in self.params and func.attr.value == "apply":
                 self._mark_param(receiver.value, "the Flax module of `.apply`")
             for arg in call.args[1:]:
                 if arg.keyword is None:

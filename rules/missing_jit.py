@@ -1,13 +1,16 @@
 """## What it does
 
-Finds a function that does JAX array work (`jnp`/`lax`/`jax.nn` calls, `model.apply(...)`, an
-equinox Module call, `@`, or a call of another function of the file that does) and is called
-again and again from Python, once per iteration of a loop over batches or steps (directly, or
-through the functions that call it per batch), while nothing in the file jit-compiles it.
+Finds a function that does JAX array work (`jnp`/`lax`/`jax.nn` calls, `model.apply(...)` or a
+Flax `TrainState`'s `state.apply_fn(...)`, an equinox Module call, `@`, arithmetic applied to
+every leaf of a model by `jax.tree.map` (an EMA of the weights), or a call of another function
+of the file that does) and is called again and again from Python, once per iteration of a
+loop over batches or steps (directly, or through the functions that call it per batch), while
+nothing in the file jit-compiles it.
 It also finds a Flax/haiku `model.apply(variables, x, ...)` called directly in such a loop
-(seed 001's decode loops), reported at the call, unless the loop feeds it an input that grows
-every iteration without bound (jit would compile once per length; a window of the last
-`block_size` tokens is bounded and still reported).
+(seed 001's decode loops; in a file that imports Flax or haiku, or applies a model imported
+from the project to its `params`), reported at the call, unless the loop feeds it an input
+that grows every iteration without bound (jit would compile once per length; a window of the
+last `block_size` tokens is bounded and still reported).
 
 The rule wants evidence, all in the same file: a loop that runs many times (not a literal
 table, a small constant `range`, or a loop over layers or parameter dicts, and one that shows
