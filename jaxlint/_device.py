@@ -159,7 +159,7 @@ class DeviceIndex:
         self._flows: dict[int, _Flow] = {}
         self._returns_device: dict[int, bool] = {}
         self._defs: dict[int, dict[str, list[cst.FunctionDef]]] = {}
-        self._runs_compiled: dict[tuple[int, int], bool] = {}
+        self._runs_compiled: dict[tuple[int, int, bool], bool] = {}
 
     # -- public questions -------------------------------------------------------------------
 
@@ -227,7 +227,7 @@ class DeviceIndex:
         for part, part_path in parts:
             for node, node_path in _expressions(part, part_path):
                 if compiled:
-                    if isinstance(node, cst.Call) and (self.runs_compiled(node, node_path) or _model_apply(node)):
+                    if isinstance(node, cst.Call) and self.runs_compiled(node, node_path, models=True):
                         return True
                 elif calls_only:
                     if isinstance(node, cst.Call) and self._compiled_call(node, node_path):
@@ -236,17 +236,22 @@ class DeviceIndex:
                     return True
         return False
 
-    def runs_compiled(self, call: cst.Call, ancestors: Sequence[cst.CSTNode], depth: int = 0) -> bool:
+    def runs_compiled(self, call: cst.Call, ancestors: Sequence[cst.CSTNode], depth: int = 0, *, models: bool = False) -> bool:
         """Whether `call` runs compiled device code: a jitted function (as the jit index knows
         it, imported ones included), a function wrapped where it is called (`jax.jit(f)(x)`),
         a `lax` loop (its body runs as one compiled program, jitted or not), or a function or
         method of this file that makes such a call itself. A loop that runs only eager ops
-        (`jnp` calls, an unjitted `grad`) is bound by Python dispatching them one by one."""
+        (`jnp` calls, an unjitted `grad`) is bound by Python dispatching them one by one.
+        `models`: a model's forward pass counts too, compiled or not (`model.apply(variables,
+        x)`, `state.apply_fn(...)`, `jax.vmap(model)(x)`): big ops, whose device time a wait
+        exposes."""
         path = tuple(ancestors)
         func = call.func
         if isinstance(func, cst.Call):
             wrapper = _jaxapi.decorator_target(func.func, lambda e: self.ctx.resolve(e, path, anchor=call))
-            return wrapper in _jaxapi.JIT_WRAPPERS
+            return wrapper in _jaxapi.JIT_WRAPPERS or (models and wrapper in _jaxapi.TRANSFORMS)
+        if models and _model_apply(call):
+            return True
         if self.ctx.jit.callee(call, list(path)) is not None:
             return True
         name = self.ctx.resolve(func, path, anchor=call)
@@ -265,12 +270,12 @@ class DeviceIndex:
             scope_path = path
         if target is None:
             return False
-        key = (id(target), depth)
+        key = (id(target), depth, models)
         cached = self._runs_compiled.get(key)
         if cached is None:
             self._runs_compiled[key] = False  # recursion
             cached = any(
-                isinstance(node, cst.Call) and self.runs_compiled(node, node_path, depth + 1)
+                isinstance(node, cst.Call) and self.runs_compiled(node, node_path, depth + 1, models=models)
                 for node, node_path in _expressions(target.body, (*scope_path, target))
             )
             self._runs_compiled[key] = cached

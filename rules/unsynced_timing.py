@@ -237,6 +237,8 @@ def _labelled_as_dispatch_or_compile(region: TimedRegion) -> bool:
         announced is not None
         and isinstance(announced[0], cst.SimpleStatementLine)
         and all(isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) for small in announced[0].body)
+        # a message, not the report of an earlier interval (`print(f"compile: {t1 - t0}")`)
+        and not any(isinstance(n, cst.FormattedStringExpression) for n in iter_subtree(announced[0]))
         and _says_dispatch_or_compile(announced[0])
     ):
         return True
