@@ -249,7 +249,8 @@ class DeviceIndex:
         func = call.func
         if isinstance(func, cst.Call):
             wrapper = _jaxapi.decorator_target(func.func, lambda e: self.ctx.resolve(e, path, anchor=call))
-            return wrapper in _jaxapi.JIT_WRAPPERS or (models and wrapper in _jaxapi.TRANSFORMS)
+            # `jax.vmap(model)(x)` batches a model's forward; `jax.grad(loss)(p)` is eager ops
+            return wrapper in _jaxapi.JIT_WRAPPERS or (models and wrapper is not None and wrapper.endswith("vmap"))
         if models and _model_apply(call):
             return True
         if self.ctx.jit.callee(call, list(path)) is not None:
