@@ -165,13 +165,16 @@ def streams(ctx: FileContext, expr: cst.BaseExpression, path: Sequence[cst.CSTNo
         return False
     if isinstance(expr, cst.Call):
         func = expr.func
-        name = ctx.resolve(func, path, anchor=func) or (func.value if isinstance(func, cst.Name) else None)
+        resolved = ctx.resolve(func, path, anchor=func)
+        name = resolved or (func.value if isinstance(func, cst.Name) else None)
         positional = [a.value for a in expr.args if a.keyword is None and not a.star]
         if name is not None:
             if name in _STREAM_CALLS or _library_stream(name):
                 return True
             if name in _WRAPPERS:
                 return any(streams(ctx, a, path, depth + 1) for a in positional)
+            if resolved is not None and ctx.project is not None and ctx.project.built(resolved, ctx.module_name) == ("stream",):
+                return True  # a generator over data, or a loader, of another module of the project
         if isinstance(func, cst.Attribute) and func.attr.value in _STREAM_METHODS:
             return True
         if isinstance(func, cst.Name) and _generator(ctx, func.value, path):

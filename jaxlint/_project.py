@@ -61,6 +61,19 @@ class ModuleFacts:
     factories: tuple[tuple[str, str], ...] = ()
     # Top-level `name = f(...)` of a project function `f` (a factory elsewhere), as (name, f).
     assigned: tuple[tuple[str, str], ...] = ()
+    # Top-level classes with each base they name, as (class, absolute base name; a class of the
+    # module itself as `module.Base`): which are Module classes, the project joins.
+    classes: tuple[tuple[str, str], ...] = ()
+    # Top-level functions every `return` of which gives the same thing, as (name, what): the
+    # absolute name of the class or function whose call it returns (`return Transformer(cfg)`,
+    # through a local name bound to one), or what the library table says it is (`=module` for
+    # an `eqx.nn` layer, `=state` for an optax `init`, `=pytree` for `TrainState.create`,
+    # `=stream` for a data loader or a dataset's batches); a returned tuple's are joined by
+    # commas, an unknown element empty.
+    builds: tuple[tuple[str, str], ...] = ()
+    # Top-level generator functions that yield in a loop, and classes whose `__iter__` does:
+    # a loop over what they give runs over data.
+    streams: tuple[str, ...] = ()
     # Whether its tree was read, so every call it makes is in `traced_calls`/`eager_calls`
     # (False: read from its import lines alone; `steps.train_step(...)` is not known).
     parsed: bool = False
@@ -81,6 +94,10 @@ class Project:
     _exports: dict[str, frozenset[str]] = field(default_factory=dict)  # module -> its __all__
     _digests: dict[str, str] = field(default_factory=dict)  # display path -> digest_for
     _packages: set[str] = field(default_factory=set)  # modules that are a package's __init__.py
+    _bases: dict[str, tuple[str, ...]] = field(default_factory=dict)  # class -> its bases
+    _modules: set[str] = field(default_factory=set)  # the project's Module classes
+    _builds: dict[str, str] = field(default_factory=dict)  # function -> what it returns (`builds`)
+    _streams: set[str] = field(default_factory=set)  # generators over data, iterable classes
     digest: str = ""
     library: _jaxapi.Library = field(default_factory=_jaxapi.base_library)  # with `extend-*` names
 
@@ -114,11 +131,18 @@ class Project:
                     project._jitted[f"{module.module}.{name}"] = api
                 for name, api in module.factories:
                     project._factories[f"{module.module}.{name}"] = api
+                for name, base in module.classes:
+                    key = f"{module.module}.{name}"
+                    project._bases[key] = (*project._bases.get(key, ()), base)
+                for name, built in module.builds:
+                    project._builds[f"{module.module}.{name}"] = built
+                project._streams.update(f"{module.module}.{name}" for name in module.streams)
             for _, module in facts:  # `step = make_step(cfg)` of a factory elsewhere
                 for name, target in module.assigned:
                     api = project._factories.get(project.canonical(target))
                     if api is not None:
                         project._jitted.setdefault(f"{module.module}.{name}", api)
+        project._module_classes()
         canonical = project.canonical if imported_jit else (lambda name: name)
         for _, module in facts:
             project._traced.update(map(canonical, module.traced_calls))
@@ -145,7 +169,7 @@ class Project:
             traced_only.setdefault(name.rpartition(".")[0], []).append(name)
         members: dict[str, list[str]] = {}  # module -> its names jitted, factories, re-exported
         if imported_jit:
-            for name in (*self._jitted, *self._factories, *self._aliases):
+            for name in (*self._jitted, *self._factories, *self._aliases, *self._bases, *self._builds, *self._streams):
                 members.setdefault(name.rpartition(".")[0], []).append(name)
         answers: dict[str, str] = {}
 
@@ -153,7 +177,10 @@ class Project:
             known = answers.get(name)
             if known is None:
                 target = self.canonical(name)
-                known = answers[name] = f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')}"
+                made = self._built(target, 0) if target in self._bases or target in self._builds or target in self._streams else None
+                known = answers[name] = (
+                    f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''}"
+                )
             return known
 
         for display, module in facts:
@@ -187,7 +214,7 @@ class Project:
         `pkg.steps.train_step` too when `pkg/steps.py` has `from ._impl import *` and
         `_impl` defines it (and lists it in `__all__`, if it has one)."""
         for _ in range(32):  # re-exports of re-exports; a cycle ends here
-            if name in self._jitted or name in self._factories:
+            if self._defines(name):
                 return name
             parts = name.split(".")
             for end in range(len(parts), 0, -1):
@@ -202,6 +229,59 @@ class Project:
                 name = starred
         return name
 
+    def _defines(self, name: str) -> bool:
+        """Whether `name` is a callable of the project that the summaries say something of."""
+        return (
+            name in self._jitted or name in self._factories or name in self._bases or name in self._builds
+            or name in self._streams
+        )  # fmt: skip
+
+    def _module_classes(self) -> None:
+        """The project's Module classes: those subclassing `eqx.Module` or `nnx.Module`, or
+        another Module class of the project (wherever it is defined, through re-exports)."""
+        changed = True
+        while changed:
+            changed = False
+            for name, bases in self._bases.items():
+                if name not in self._modules and any(
+                    base in _MODULE_BASES or self.canonical(base) in self._modules for base in bases
+                ):
+                    self._modules.add(name)
+                    changed = True
+
+    def built(self, name: str, module: str | None = None) -> tuple[str, ...] | None:
+        """What calling the project callable `name` (as imported into `module`) gives, one
+        word per element of a returned tuple (a single one otherwise): `module` (a Module
+        class of the project, or a function returning one), `state` (an optimizer state),
+        `pytree` (a training state), `stream` (a generator over data, an iterable class, a
+        function returning a data loader), or "" where unknown; None when nothing is known."""
+        if not (self._bases or self._builds or self._streams):
+            return None
+        return self._built(self.canonical(self._absolute(name, module)), 0)
+
+    def _built(self, name: str, depth: int) -> tuple[str, ...] | None:
+        if name in self._modules:
+            return ("module",)
+        if name in self._streams:
+            return ("stream",)
+        built = self._builds.get(name)
+        if built is None or depth > 8:
+            return None
+        kinds = []
+        for part in built.split(","):
+            if part.startswith("="):
+                kinds.append(part[1:])
+            elif part:
+                inner = self._built(self.canonical(part), depth + 1)
+                kinds.append(inner[0] if inner is not None and len(inner) == 1 else "")
+            else:
+                kinds.append("")
+        return tuple(kinds) if any(kinds) else None
+
+    def module_class(self, name: str, module: str | None = None) -> bool:
+        """Whether `name` (as imported into `module`) is a Module class of the project."""
+        return bool(self._modules) and self.canonical(self._absolute(name, module)) in self._modules
+
     def _starred(self, name: str) -> str | None:
         """`module.attr` as the module's `from x import *` brings it in, if one does."""
         module, _, attribute = name.rpartition(".")
@@ -212,7 +292,7 @@ class Project:
             if exports is not None and attribute not in exports:
                 continue
             candidate = f"{base}.{attribute}"
-            if candidate in self._jitted or candidate in self._factories or candidate in self._aliases or base in self._stars:
+            if self._defines(candidate) or candidate in self._aliases or base in self._stars:
                 return candidate
         return None
 
@@ -274,6 +354,20 @@ def module_name(path: Path) -> str:
 
 # A module without any of these words jits, transforms and traces nothing of its own.
 _TRACE_WORDS = re.compile(r"jit|vmap|grad|scan|pmap|shard_map|checkpoint|remat|custom_[jv]jp|fori_loop|while_loop|cond|switch|transform|linearize")
+# A module with none of these defines no Module class, model builder or data generator (a class
+# subclassing one of another module still names `Module`, or is returned by name).
+_SHAPE_WORDS = re.compile(r"Module|\byield\b|TrainState|Loader|\.init\(|^[ \t]+return\b[^\n]*\b[A-Z]\w*\(", re.MULTILINE)
+# What a Module class of the project subclasses at its root: a class holding its arrays.
+_MODULE_BASES = frozenset({"equinox.Module", "flax.nnx.Module", "flax.experimental.nnx.Module"})
+# Returned calls the library table knows: what they build.
+_TRAIN_STATES = frozenset({"flax.training.train_state.TrainState.create"})
+# Methods of tf.data, Hugging Face datasets and grain datasets that give their batches.
+_BATCH_METHODS = frozenset(
+    {"as_numpy_iterator", "batch", "padded_batch", "prefetch", "iter_batches", "create_iterator", "to_iter_dataset", "iter"}
+)
+# Library names a project function's return is not worth recording under (what the table
+# does not say they are: arrays, layers' parts, functions).
+_LIBRARY_HEADS = frozenset({"jax", "numpy", "equinox", "optax", "flax", "haiku", "torch", "tensorflow", "math", "functools"})
 _FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)", re.MULTILINE)
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;]+)", re.MULTILINE)
 
@@ -286,7 +380,7 @@ def summarize(module: str, text: str, *, package: bool = False) -> ModuleFacts:
     traces nothing, and every name it imports counts as called eagerly. `package`: the module
     is a package's `__init__.py` (its relative imports start from the package itself)."""
     anchor = f"{module}.__init__" if package else module  # what relative imports count from
-    if not _TRACE_WORDS.search(text):
+    if not _TRACE_WORDS.search(text) and not _SHAPE_WORDS.search(text):
         names = frozenset(_imported_names(anchor, text))
         aliases, stars = _top_level_imports(anchor, text)
         assigned = _assigned_calls(module, text, dict(aliases))
@@ -386,6 +480,7 @@ class _Summary:
         self.aliases: set[tuple[str, str]] = set()  # top-level (name, absolute name) of imports
         self.stars: list[str] = []
         self.tree = tree
+        self.class_names = {s.name for s in tree.body if isinstance(s, ast.ClassDef)}
         for statement in tree.body:
             if isinstance(statement, ast.ImportFrom):
                 base = absolute_name("." * statement.level + (statement.module or ""), anchor)
@@ -520,8 +615,84 @@ class _Summary:
             exports=self._exports(),
             factories=tuple(sorted(self._factories(jitted).items())),
             assigned=tuple(sorted(assigned)),
+            classes=tuple(sorted(self._classes())),
+            builds=tuple(sorted(self._builds().items())),
+            streams=tuple(sorted(self._streams())),
             parsed=True,
         )
+
+    def _classes(self) -> set[tuple[str, str]]:
+        found = set()
+        for statement in self.tree.body:
+            if isinstance(statement, ast.ClassDef):
+                for base in statement.bases:
+                    local = base.id if isinstance(base, ast.Name) and base.id not in self.imports else None
+                    name = f"{self.module}.{local}" if local is not None else self.resolve(base)
+                    if name is not None:
+                        found.add((statement.name, name))
+        return found
+
+    def _streams(self) -> set[str]:
+        """Top-level generators that yield in a loop, and classes whose `__iter__` does."""
+        found = {name for name, function in self.functions.items() if _yields_in_loop(function.body, False)}
+        for statement in self.tree.body:
+            if isinstance(statement, ast.ClassDef):
+                for method in statement.body:
+                    if isinstance(method, ast.FunctionDef) and method.name == "__iter__" and _yields_in_loop(method.body, False):
+                        found.add(statement.name)
+        return found
+
+    def _builds(self) -> dict[str, str]:
+        """What each top-level function returns, where every `return` agrees (`builds`)."""
+        found = {}
+        for name, function in self.functions.items():
+            local: dict[str, ast.expr | None] = {}  # name -> the call bound to it (None: several)
+            returned: set[str] = set()
+            generator = False
+            for node in _own_nodes(function):
+                if isinstance(node, (ast.Yield, ast.YieldFrom)):
+                    generator = True
+                elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    target = node.targets[0].id
+                    local[target] = node.value if target not in local and isinstance(node.value, ast.Call) else None
+                elif isinstance(node, ast.Return):
+                    returned.add(self._returned(node.value, local))
+            if not generator and len(returned) == 1:
+                (built,) = returned
+                if built.strip(","):
+                    found[name] = built
+        return found
+
+    def _returned(self, value: ast.expr | None, local: dict[str, ast.expr | None]) -> str:
+        if isinstance(value, ast.Tuple):
+            return ",".join(self._returned(e, local).replace(",", "") for e in value.elts)
+        if isinstance(value, ast.Name) and local.get(value.id) is not None:
+            value = local[value.id]
+        if not isinstance(value, ast.Call):
+            return ""
+        func = value.func
+        if isinstance(func, ast.Attribute) and func.attr in _BATCH_METHODS:
+            return "=stream"
+        if isinstance(func, ast.Attribute) and func.attr == "init":
+            receiver = func.value
+            if isinstance(receiver, ast.Name) and isinstance(local.get(receiver.id), ast.Call):
+                receiver = local[receiver.id].func  # type: ignore[union-attr]
+            elif isinstance(receiver, ast.Call):
+                receiver = receiver.func
+            made = self.resolve(receiver)
+            return "=state" if made is not None and made.startswith("optax.") else ""
+        if isinstance(func, ast.Name) and func.id not in self.imports:
+            return f"{self.module}.{func.id}" if func.id in self.functions or func.id in self.class_names else ""
+        called = self.resolve(func)
+        if called is None:
+            return ""
+        if called.startswith("equinox.nn.") and called.rsplit(".", 1)[-1][:1].isupper():
+            return "=pytree" if called == "equinox.nn.State" else "=module"
+        if called in _TRAIN_STATES:
+            return "=pytree"
+        if called in _jaxapi.DATA_LOADERS or called in _jaxapi.OPERATION_LOADERS or called.startswith(_jaxapi.DATASET_MODULES):
+            return "=stream"
+        return "" if called.split(".", 1)[0] in _LIBRARY_HEADS else called
 
     def _exports(self) -> tuple[str, ...] | None:
         """`__all__`, when the module assigns it one literal list or tuple of strings."""
@@ -567,6 +738,38 @@ class _Summary:
         if isinstance(value, ast.Name):
             return local.get(value.id) or jitted.get(value.id)
         return None
+
+
+def _yields_in_loop(body: list[ast.stmt], in_loop: bool) -> bool:
+    """Whether the statements `body` yield inside a loop (not in nested functions or classes)."""
+    for statement in body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        looping = in_loop or isinstance(statement, (ast.For, ast.AsyncFor, ast.While))
+        if looping and any(
+            isinstance(node, (ast.Yield, ast.YieldFrom)) for node in _own_expressions(statement)
+        ):
+            return True
+        for field_name in ("body", "orelse", "finalbody", "handlers"):
+            inner = getattr(statement, field_name, None)
+            if isinstance(inner, list) and inner and _yields_in_loop(
+                [s for s in inner if isinstance(s, ast.stmt)] + [s for h in inner if isinstance(h, ast.ExceptHandler) for s in h.body],
+                looping,
+            ):
+                return True
+        if isinstance(statement, ast.Match) and any(_yields_in_loop(case.body, looping) for case in statement.cases):
+            return True
+    return False
+
+
+def _own_expressions(statement: ast.stmt) -> Iterable[ast.AST]:
+    """The nodes of `statement` outside its nested statements and scopes (its own expressions)."""
+    stack: list[ast.AST] = [c for c in ast.iter_child_nodes(statement) if not isinstance(c, (ast.stmt, ast.excepthandler, ast.match_case))]
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, ast.Lambda):
+            stack.extend(ast.iter_child_nodes(node))
 
 
 def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterable[ast.AST]:
@@ -666,12 +869,15 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
         "exports": list(facts.exports) if facts.exports is not None else None,
         "factories": [list(pair) for pair in facts.factories],
         "assigned": [list(pair) for pair in facts.assigned],
+        "classes": [list(pair) for pair in facts.classes],
+        "builds": [list(pair) for pair in facts.builds],
+        "streams": list(facts.streams),
         "parsed": facts.parsed,
     }
 
 
-_PAIRS = ("jitted", "aliases", "factories", "assigned")
-_NAMES = ("traced", "eager", "imports", "stars")
+_PAIRS = ("jitted", "aliases", "factories", "assigned", "classes", "builds")
+_NAMES = ("traced", "eager", "imports", "stars", "streams")
 
 
 def _stored_facts(entry: object) -> ModuleFacts | None:
@@ -702,5 +908,8 @@ def _stored_facts(entry: object) -> ModuleFacts | None:
         exports=tuple(exports) if exports is not None else None,
         factories=pair("factories"),
         assigned=pair("assigned"),
+        classes=pair("classes"),
+        builds=pair("builds"),
+        streams=tuple(entry["streams"]),
         parsed=entry["parsed"],
     )

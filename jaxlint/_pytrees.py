@@ -142,7 +142,21 @@ def _classify_element(ctx: FileContext, call: cst.Call, index: int, path: Sequen
     inner = call.func
     if isinstance(inner, cst.Call) and ctx.resolve(inner.func, path, anchor=call) == "equinox.nn.make_with_state":
         return Value.MODULE if index == 0 else Value.PYTREE
-    return Value.UNKNOWN
+    built = _built(ctx, resolved) if resolved is not None else ()
+    return built[index] if len(built) > 1 and index < len(built) else Value.UNKNOWN
+
+
+_BUILT = {"module": Value.MODULE, "state": Value.OPT_STATE, "pytree": Value.PYTREE}
+
+
+def _built(ctx: FileContext, resolved: str) -> tuple[Value, ...]:
+    """What calling the project callable `resolved` (an imported name) gives, per element of
+    a returned tuple, as another module of the project defines it (`_project.Project.built`):
+    a Module class, a function returning a model, an optimizer state or a training state."""
+    if ctx.project is None:
+        return ()
+    built = ctx.project.built(resolved, ctx.module_name) or ()
+    return tuple(_BUILT.get(kind, Value.UNKNOWN) for kind in built)
 
 
 def _classify_call(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode], depth: int) -> Value:
@@ -163,7 +177,8 @@ def _classify_call(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode]
             return Value.OPTIMIZER
         if resolved.startswith(_ARRAY_MODULES):
             return Value.ARRAY
-        return Value.UNKNOWN
+        built = _built(ctx, resolved)
+        return built[0] if len(built) == 1 else Value.PYTREE if any(is_large(b) for b in built) else Value.UNKNOWN
     if isinstance(func, cst.Attribute) and func.attr.value == "init":
         receiver = func.value
         if isinstance(receiver, cst.Call) and (ctx.resolve(receiver.func, path, anchor=call) or "").startswith("optax."):
@@ -197,6 +212,8 @@ def _classify_annotation(ctx: FileContext, annotation: cst.BaseExpression, path:
             return Value.PYTREE
         if resolved.startswith(_ARRAY_ANNOTATIONS) or resolved in ("jax.Array",):
             return Value.ARRAY
+        if ctx.project is not None and ctx.project.module_class(resolved, ctx.module_name):
+            return Value.MODULE
         return Value.UNKNOWN
     if isinstance(target, cst.Name):
         if target.value in ("int", "float", "bool", "str") and ctx.is_builtin(target.value, path, anchor=annotation):
@@ -207,8 +224,9 @@ def _classify_annotation(ctx: FileContext, annotation: cst.BaseExpression, path:
 
 
 def is_module_class(ctx: FileContext, name: cst.Name, path: Sequence[cst.CSTNode], depth: int) -> bool:
-    """Whether `name` is a class of this file that subclasses `eqx.Module` (directly or
-    through other classes of the file)."""
+    """Whether `name` is a class of this file that subclasses `eqx.Module` (directly, through
+    other classes of the file, or through a Module class another module of the project
+    defines: `class Encoder(Backbone)` with `from .models import Backbone`)."""
     if depth > _MAX_DEPTH:
         return False
     bindings = ctx.bindings.of(name.value, [*path, name])
@@ -220,6 +238,8 @@ def is_module_class(ctx: FileContext, name: cst.Name, path: Sequence[cst.CSTNode
     for base in node.bases:
         resolved = ctx.resolve(base.value, outer, anchor=node)
         if resolved == "equinox.Module":
+            return True
+        if resolved is not None and ctx.project is not None and ctx.project.module_class(resolved, ctx.module_name):
             return True
         if isinstance(base.value, cst.Name) and is_module_class(ctx, base.value, [*outer, node], depth + 1):
             return True

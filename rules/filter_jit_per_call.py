@@ -14,11 +14,12 @@ in a `while not done:` loop only a Module argument counts: a solver's state is a
 arrays), for calls inside code that is itself traced (a function under
 `jax.jit`, `eqx.filter_vmap`, `eqx.filter_grad`, `lax.scan`...: those calls are inlined into
 the outer trace, not dispatched), and when the arguments are plain arrays and scalars only.
-An argument counts as a large pytree when the code shows it: bound from an `eqx.nn` layer or a
-class of the file that subclasses `eqx.Module`, `eqx.nn.inference_mode`, `eqx.tree_at`,
-`eqx.partition`, `optimizer.init(...)`, a parameter annotated as a Module or pytree, or named
-like one (`model`, `params`, `opt_state`, `train_state`, `net`; a bare `state` only when a
-`for` loop's step gives it back). It stays silent when the code shows those pytrees hold fewer than 24
+An argument counts as a large pytree when the code shows it: bound from an `eqx.nn` layer, a
+class of the file or of another module of the project that subclasses `eqx.Module`, a
+function of another module that returns one (or an optimizer state, or a tuple of them),
+`eqx.nn.inference_mode`, `eqx.tree_at`, `eqx.partition`, `optimizer.init(...)`, a parameter
+annotated as a Module or pytree, or named like one (`model`, `params`, `opt_state`,
+`train_state`, `net`; a bare `state` only when a `for` loop's step gives it back). It stays silent when the code shows those pytrees hold fewer than 24
 arrays in all (`jaxlint._size`: an `eqx.nn.MLP` of depth 1 holds 4, its Adam state 9; a
 Module class of the file holds what its `__init__` assigns): the per-call cost grows with the
 leaves, and at a few arrays it is small.

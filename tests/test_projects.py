@@ -237,3 +237,31 @@ def test_star_and_alias_cycles_end(tmp_path: Path, run_cli) -> None:
     result = run_cli("check", "--no-cache", "--output-format", "json", "pkg", "loop.py")
     assert result.exit_code == 1, result.output
     assert [(f["path"], f["rule"]) for f in json.loads(result.stdout)] == [("loop.py", "host-copy-in-loop")]
+
+
+@pytest.mark.parametrize(
+    ("case", "module", "edit", "gone"),
+    [
+        # The encoder is no Module any more, nor its subclasses: only the optimizer state the
+        # builder returns is still known to be large.
+        ("model_elsewhere", "models.py", ("class Encoder(eqx.Module):", "class Encoder:"), {24, 31, 50}),
+        # The chunks come back as a list: the loop over them no longer shows it runs over data.
+        ("generator_elsewhere", "data.py", ("        yield points[start", "        return points[start"), {19}),
+    ],
+)
+def test_cached_findings_follow_what_other_modules_build(
+    case: str, module: str, edit: tuple[str, str], gone: set[int], tmp_path: Path, run_cli
+) -> None:
+    """A file's cached findings are stale when another module's Module classes, model builders
+    or data generators change: the unchanged loop file is linted again and loses its finding."""
+    import shutil
+
+    shutil.copytree(PROJECTS / case / "trainer", tmp_path / "trainer")
+    check = lambda: {(f["path"], f["line"]) for f in json.loads(run_cli("check", "--exit-zero", "--output-format", "json", "trainer").stdout)}  # noqa: E731
+    first = check()
+    lost = {("trainer/loop.py", line) for line in gone}
+    assert lost <= first
+    assert check() == first  # warm: same
+    edited = tmp_path / "trainer" / module
+    edited.write_text(edited.read_text().replace(*edit))
+    assert check() == first - lost
