@@ -12,7 +12,11 @@ without `drop_remainder=True` (`tf.data.Dataset.from_tensor_slices(x).batch(bs)`
 batch_size=bs)`) iterated directly, through `ds.as_numpy_iterator()` / `tfds.as_numpy(ds)` /
 `iter(ds)` / Python's `map(f, ds)` or a function of the file that returns one (or a tuple
 holding one: `ds, names = get_dataset(...)`, `get_dataset(...)[0]`); grain's
-`MapDataset.source(x).batch(bs)` batches the same way. Such a
+`MapDataset.source(x).batch(bs)` batches the same way, and so does a Hugging Face dataset's
+`.iter(batch_size=bs)` or `.batch(bs)` without `drop_last_batch=True` (`load_dataset(...)`,
+`Dataset.from_dict(...)`: the library table's `hf-datasets`), iterated by the loop (drawn with
+`next` a counted number of times, usually `len(ds) // bs`, it may never reach its last batch:
+it does not repeat). Such a
 generator or pipeline may also be drawn from with `batch = next(it)` (or `next(it)` passed to
 the call) in a `for step in range(...)` or `while` loop, when `it` is made before the loop (a
 batched, then `.repeat()`ed dataset ends every pass with a smaller batch; an iterator made in
@@ -197,7 +201,7 @@ class PadFinalBatch(Rule):
                     node,
                     f"{batching.cut} yields a smaller last batch {batching.why}, and the jitted "
                     f"`{_short(callee)}` is compiled again for its shape; pass "
-                    f"`{'drop_last' if 'drop_last' in batching.cut else 'drop_remainder'}=True` "
+                    f"`{_drop_keyword(batching.cut)}=True` "
                     "when training, or pad the last batch and mask the padding rows when every "
                     "example counts (`jaxlint.runtime.padded_batches`)",
                     fix=_drop_remainder_fix(batching.drop) if batching.drop is not None and self._trains(node) else None,
@@ -321,6 +325,10 @@ class PadFinalBatch(Rule):
             if not self._made_before(source, loop, path):
                 continue  # `next(iter(ds))`: a new pass each time, its first batch
             stream = self._datasets.stream(source, path)
+            if stream is not None and stream.hf:
+                # A Hugging Face `.iter()` does not repeat: drawn a counted number of times
+                # (`len(ds) // bs` per epoch, as usual), it may never reach its last batch.
+                continue
             if stream is not None and stream.ragged is not None:
                 batching: Batching | None = self._stream_batching(stream, set())
             else:
@@ -371,7 +379,10 @@ class PadFinalBatch(Rule):
         size = batch.args[0].value if batch.args else None
         source = "the dataset batched with"
         operation = self.ctx.resolve(batch.func, anchor=batch) if stream.loader else None
-        if isinstance(batch.func, cst.Attribute) and batch.func.attr.value in ("batch", "padded_batch"):
+        if stream.hf and isinstance(batch.func, cst.Attribute):
+            spelled = ", ".join(_code(self.ctx, a.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for a in batch.args[:1])
+            where = f"`.{batch.func.attr.value}({spelled})` without `drop_last_batch=True`"
+        elif isinstance(batch.func, cst.Attribute) and batch.func.attr.value in ("batch", "padded_batch"):
             where = f"`.{batch.func.attr.value}({_code(self.ctx, size) if size is not None else ''})` without `drop_remainder=True`"
         elif operation in _jaxapi.BATCH_OPERATIONS:
             source = "the data loader batching with"
@@ -854,6 +865,14 @@ def _length_of(stop: cst.BaseExpression, arrays: list[str], assigned: list[cst.B
     return False
 
 
+def _drop_keyword(cut: str) -> str:
+    """The keyword that drops the smaller last batch of the batching `cut` describes."""
+    for keyword in ("drop_last_batch", "drop_last"):
+        if f"`{keyword}=True`" in cut:
+            return keyword
+    return "drop_remainder"
+
+
 def _code(ctx, node: cst.CSTNode) -> str:  # type: ignore[no-untyped-def]
     return " ".join(ctx.module.code_for_node(node).split())
 
@@ -887,6 +906,7 @@ class _Stream:
     # The call of the file to give `keyword=True` that drops the smaller last batch: the
     # `.batch(...)`, the loader, the batching operation (None: none the fix can edit).
     drop: tuple[cst.Call, str] | None = None
+    hf: bool = False  # a Hugging Face dataset: `.iter(batch_size=bs)`, `drop_last_batch`
 
 
 class _Datasets:
@@ -917,6 +937,8 @@ class _Datasets:
                 return self.stream(positional[0], path, depth + 1) if positional else None
             if name.startswith(_jaxapi.DATASET_MODULES):
                 return self._source(expr, name)
+            if name.startswith(_jaxapi.HF_DATASETS):
+                return _Stream(hf=True)
             if name in _LOADERS:
                 return _loader(expr, _LOADERS[name])
             if name in _jaxapi.OPERATION_LOADERS:
@@ -943,7 +965,9 @@ class _Datasets:
         if inner is None:
             return None
         method = func.attr.value
-        if method in ("batch", "padded_batch"):
+        if inner.hf and inner.ragged is None and method in ("iter", "batch"):
+            return self._hf_batch(expr, inner)
+        if method in ("batch", "padded_batch") and not inner.hf:
             return self._batch(expr, method, inner)
         if method == "repeat":
             count = positional[0] if positional else _keyword(expr, "count")
@@ -1061,6 +1085,18 @@ class _Datasets:
                     return None
                 return _Stream(call)
         return _Stream()
+
+    def _hf_batch(self, call: cst.Call, inner: _Stream) -> _Stream:
+        """A Hugging Face dataset's `.iter(batch_size=bs)` or `.batch(bs)`: ragged unless
+        `drop_last_batch` is passed anything but `False`."""
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        size = positional[0] if positional else _keyword(call, "batch_size")
+        drop = positional[1] if len(positional) > 1 else _keyword(call, "drop_last_batch")
+        if any(a.star for a in call.args) or size is None or (isinstance(size, cst.Integer) and size.value == "1"):
+            return inner
+        if drop is not None and not (isinstance(drop, cst.Name) and drop.value == "False"):
+            return inner
+        return _Stream(call, hf=True)
 
     def _batch(self, call: cst.Call, method: str, inner: _Stream) -> _Stream:
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
