@@ -204,13 +204,15 @@ class DeviceIndex:
         *,
         calls_only: bool = False,
         compiled: bool = False,
+        models: bool = False,
     ) -> bool:
         """Whether each iteration of `loop` (a `for`/`while` or a comprehension) runs code that
         sends work to the device. `ancestors` are `loop`'s (default: the visited node's).
         With `calls_only`, only calls of compiled or model code count (a jitted function, a
         transformed function, `model.apply`, a function of the file returning device
         values), not single eager ops (`jnp.sin(x)`, `x[i]`, `x + 1`). With `compiled`, only
-        calls that run compiled code count (`runs_compiled`)."""
+        calls that run compiled code count (`runs_compiled`), and with `models` too, a model's
+        forward pass, compiled or not."""
         path = tuple(self.ctx.ancestors if ancestors is None else ancestors)
         inner = (*path, loop)
         if isinstance(loop, (cst.For, cst.While)):
@@ -227,7 +229,7 @@ class DeviceIndex:
         for part, part_path in parts:
             for node, node_path in _expressions(part, part_path):
                 if compiled:
-                    if isinstance(node, cst.Call) and self.runs_compiled(node, node_path, models=True):
+                    if isinstance(node, cst.Call) and self.runs_compiled(node, node_path, models=models):
                         return True
                 elif calls_only:
                     if isinstance(node, cst.Call) and self._compiled_call(node, node_path):

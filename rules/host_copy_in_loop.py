@@ -306,7 +306,7 @@ class HostCopyInLoop(Rule):
                     # unless each iteration copies a piece of a finished result (one transfer
                     # per piece, where one whole copy would do; printing each piece is the
                     # loop's point).
-                    ctx.device.loop_dispatches(loop, loop_path, compiled=True)
+                    ctx.device.loop_dispatches(loop, loop_path, compiled=True, models=True)
                     or (not (display or _printed(path)) and _piece_of_earlier_result(ctx, value, loop))
                 )
             ):
