@@ -66,12 +66,7 @@ value at once (an index `log_probs[int(action)]`, `env.step(int(action))` whose 
 next iteration uses, an `if` on a device value, `eqx.filter_jit` calls): the other copies
 beside that wait cost a copy, not a stall; of values computed before the loop
 (after the first copy jax keeps the host copy), of NumPy values, in loops that send no work
-to the device, in loops whose device work is only eager ops (`jnp` calls, an unjitted
-`jax.grad`, a function of the file that calls nothing compiled: Python dispatching each op is
-that loop's cost, which missing-jit reports, and a wait per iteration adds little to it;
-a loop that copies a piece of a result computed before it, `np.array(acts[i])`, is still
-reported: one transfer per piece where one would do), and inside jitted or otherwise traced
-code. It also stays silent for a list of
+to the device, and inside jitted or otherwise traced code. It also stays silent for a list of
 Python values built to be used where Python values are needed right after
 (`sizes = [int(n[i]) for i in range(dim)]`, then `jnp.arange(-s, s + 1)` for each, or
 `jnp.zeros(sizes)`), in loops whose header says they run 20 times or fewer (`range(16)`, `jnp.array([0.1, 0.5, 0.9])`,
@@ -297,19 +292,7 @@ class HostCopyInLoop(Rule):
             # Under such a guard only a loop that runs compiled or model code per iteration (an
             # eval loop over a test set) counts; one summarising finished results does not.
             calls_only = display or _occasional(path, loops, loop)
-            if (
-                _fresh(ctx, value, value_path, loop, inner)
-                and ctx.device.loop_dispatches(loop, loop_path, calls_only=calls_only)
-                and (
-                    # A loop of eager ops waits on Python dispatching them one by one
-                    # (missing-jit's finding); a wait per iteration costs little beside that,
-                    # unless each iteration copies a piece of a finished result (one transfer
-                    # per piece, where one whole copy would do; printing each piece is the
-                    # loop's point).
-                    ctx.device.loop_dispatches(loop, loop_path, compiled=True, models=True)
-                    or (not (display or _printed(path)) and _piece_of_earlier_result(ctx, value, loop))
-                )
-            ):
+            if _fresh(ctx, value, value_path, loop, inner) and ctx.device.loop_dispatches(loop, loop_path, calls_only=calls_only):
                 if self._waits_anyway(loop, loop_path) or self._per_outer_iteration(loop, loop_path, path):
                     return None
                 if self._logs_results(node, value, value_path, loop, loop_path) or _copied_before(ctx, node, value, loop, loop_path):
@@ -777,22 +760,6 @@ def _iterated_device_array(ctx, value: cst.BaseExpression, loop: Loop) -> str | 
     path = [*_loop_path(ctx, loop), loop]
     holds = ctx.device.holds(iterable, [*path, loop.for_in] if isinstance(loop, _COMPREHENSIONS) else path)
     return iterable.value if holds else None
-
-
-def _printed(path: list[cst.CSTNode]) -> bool:
-    """The copy is part of what a `print` or an f-string shows."""
-    return any(
-        isinstance(n, cst.FormattedString) or (isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "print")
-        for n in path
-    )
-
-
-def _piece_of_earlier_result(ctx, value: cst.BaseExpression, loop: Loop) -> bool:  # type: ignore[no-untyped-def]
-    """`acts[layer][i]`, `scores[:, c] > 0.5`, `q` of `for q in quantiles`: each iteration
-    takes a piece of a device result computed before the loop (and maybe compares it)."""
-    while isinstance(value, (cst.Comparison, cst.BinaryOperation, cst.UnaryOperation)):
-        value = value.expression if isinstance(value, cst.UnaryOperation) else value.left
-    return _slice_of_earlier_result(ctx, value, loop) is not None or _iterated_device_array(ctx, value, loop) is not None
 
 
 def _slice_of_earlier_result(ctx, value: cst.BaseExpression, loop: Loop) -> str | None:  # type: ignore[no-untyped-def]
