@@ -55,6 +55,7 @@ __all__ = [
     "call_arguments",
     "parameter_calls",
     "passed_argument",
+    "positional_params",
     "in_test",
     "is_test_file",
     "is_host_copy",
@@ -881,7 +882,7 @@ def call_arguments(
     known = ctx.calls.function(function)
     if known is None or not known.sites or known.uses or known.method:
         return None
-    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    params = positional_params(function)
     if name not in params:
         return None
     found: list[tuple[cst.BaseExpression | None, list[cst.CSTNode]]] = []
@@ -905,6 +906,12 @@ def parameter_calls(
         return None
     calls = call_arguments(ctx, function, param.name.value)
     return None if calls is None else (param, calls)
+
+
+def positional_params(function: cst.FunctionDef) -> list[str]:
+    """The names of `function`'s parameters a call can pass by position, in order
+    (`passed_argument`'s `params`)."""
+    return [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
 
 
 def passed_argument(call: cst.Call, name: str, params: Sequence[str]) -> cst.BaseExpression | None:

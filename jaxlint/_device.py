@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import _jaxapi
-from ._nodes import iter_subtree
+from ._nodes import assigns_name
 from ._scope import dotted_name, target_names
 from ._walk import iter_children
 
@@ -406,7 +406,7 @@ class DeviceIndex:
         passes the parameter, never reassigned, as it is to a jitted call of its own
         (`self.fit(X, y)` where `def fit(self, X, y): normalize(X, y, self.bounds)`). What
         that jitted callable compiles for, the call's argument decides."""
-        from ._callgraph import passed_argument
+        from ._callgraph import passed_argument, positional_params
 
         path = tuple(ancestors)
         func = call.func
@@ -422,17 +422,11 @@ class DeviceIndex:
         known = self.ctx.calls.function(helper) if helper is not None else None
         if helper is None or known is None:
             return []
-        positional = [p.name.value for p in (*helper.params.posonly_params, *helper.params.params)]
+        positional = positional_params(helper)
         if method:
             if not positional or any(dotted_name(d.decorator) == "staticmethod" for d in helper.decorators):
                 return []
             positional = positional[1:]  # `self`
-        rebound = {
-            name
-            for node in _own_statements(helper)
-            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.With))
-            for name in _bound_names(node)
-        }
         forwards: list[Forward] = []
         for site in known.body:
             if site.scope is not helper:
@@ -442,8 +436,10 @@ class DeviceIndex:
                 continue
             for arg in site.call.args:
                 value = arg.value
-                if arg.star or not isinstance(value, cst.Name) or value.value not in positional or value.value in rebound:
+                if arg.star or not isinstance(value, cst.Name) or value.value not in positional:
                     continue
+                if assigns_name(helper.body, value.value):
+                    continue  # rebound in the body: not what the call hands in
                 passed = passed_argument(call, value.value, positional)
                 if passed is not None:
                     forwards.append(Forward(passed, helper, site.call, inner))
@@ -805,7 +801,7 @@ class DeviceIndex:
             return True
         if isinstance(func, cst.Attribute):
             method = func.attr.value
-            if method == "apply_fn" or (method == "apply" and looks_like_variables(call)):
+            if _model_apply(call):
                 return True
             if method in _HOST_RESULT_METHODS or method in HOST_ATTRIBUTES:
                 return False
@@ -990,22 +986,6 @@ def _defs_of(statement: cst.CSTNode) -> Iterator[cst.FunctionDef]:
                         yield from _defs_of(inner)
                 elif isinstance(body, cst.If):
                     yield from _defs_of(body)
-
-
-def _own_statements(function: cst.FunctionDef) -> Iterator[cst.CSTNode]:
-    """The nodes of `function`'s body, not inside nested functions, classes and lambdas."""
-    return iter_subtree(function.body, into_scopes=False)
-
-
-def _bound_names(node: cst.CSTNode) -> list[str]:
-    """The names an assignment, loop header or `with ... as` binds."""
-    if isinstance(node, cst.Assign):
-        return [n for t in node.targets for n in target_names(t.target)]
-    if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
-        return list(target_names(node.target))
-    if isinstance(node, cst.With):
-        return [n for item in node.items if item.asname is not None for n in target_names(item.asname.name)]
-    return []
 
 
 def _method_def(name: str, path: Sequence[cst.CSTNode]) -> cst.FunctionDef | None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from jaxlint._callgraph import passed_argument
+from jaxlint._callgraph import passed_argument, positional_params
 from jaxlint._nodes import free_names, iter_subtree
 from jaxlint._scope import target_names
 
@@ -322,7 +322,7 @@ def _returned_growth(ctx: FileContext, assign: cst.Assign, name: str) -> str | N
     if function is None:
         return None
     node = function.node
-    params = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
+    params = positional_params(node)
     param = next((p for p in params if _names(passed_argument(call, p, params), name)), None)
     if param is None:
         return None

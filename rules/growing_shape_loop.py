@@ -102,9 +102,9 @@ class GrowingShapeLoop(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        callee = _short(ctx.module.code_for_node(node.func))
         found = ctx.device.looped_consumer(node)
         if found is not None:
+            callee = _short(ctx.module.code_for_node(node.func))
             passed = [(arg.value, f"is passed to the jitted `{callee}`") for arg in node.args]
             loops = found[1]
         else:
@@ -113,6 +113,7 @@ class GrowingShapeLoop(Rule):
             forwarded = ctx.device.looped_forwards(node)
             if forwarded is None:
                 return
+            callee = _short(ctx.module.code_for_node(node.func))
             passed = [
                 (f.argument, f"is passed to `{callee}`, which hands it to the jitted "
                  f"`{_short(ctx.module.code_for_node(f.inner.func))}`")
