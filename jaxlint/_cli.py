@@ -23,7 +23,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from ._config import ConfigError, Settings, find_config, has_table, load_settings
-from ._discovery import SourceFile, discover, is_excluded, project_files, stdin_source
+from ._discovery import SourceFile, discover, is_excluded, project_files, real_path, stdin_source
 from ._engine import SYNTAX_ERROR_CODE, Finding
 from ._registry import SelectionError, all_rules, expand, get_rule
 from ._report import FORMATS, STATISTICS_FORMATS, render, render_statistics
@@ -239,6 +239,8 @@ _select_options = [
     click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that can change behaviour in corner cases."),
     click.option("--diff", is_flag=True, help="Print a unified diff of the fixes; write nothing."),
     click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain."),
+    click.option("--no-cache", is_flag=True, help="Lint every file, ignoring and not writing the cache."),
+    click.option("--cache-dir", type=click.Path(file_okay=False), help="Where the cache lives (default: .jaxlint_cache)."),
     click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary."),
 ]
 
@@ -291,11 +293,16 @@ class _Run:
         )  # fmt: skip
 
     def context(self, group: _Group) -> list[SourceFile]:
-        """The rest of the project of standard input's file, when it is named: its other
-        modules are summarized (not linted) so that it sees what they define."""
-        if self.stdin is None or self.stdin[0] == "-" or not group.files:
+        """The rest of the project when the run lints part of it (standard input's named
+        file, or the files a pre-commit hook passes): its other modules are summarized, not
+        linted, so that a file's findings are the same however it is named."""
+        if not group.files or (self.stdin is not None and self.stdin[0] == "-"):
             return []
-        return project_files(self.stdin[0], group.settings)
+        root = real_path(group.settings.root)
+        if self.stdin is None and any(real_path(p) in (root, *root.parents) for p in self.paths):
+            return []  # the run discovers the whole project itself
+        named = {real_path(f.path) for f in group.files}
+        return [f for f in project_files(str(group.files[0].path), group.settings) if real_path(f.path) not in named]
 
     def inputs(self) -> tuple[list[_Group], list[str]]:
         """The files to lint, grouped by configuration, and one error line per bad path."""
@@ -328,8 +335,6 @@ def cli() -> None:
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments to every line with a finding.")
 @click.option("-w", "--watch", is_flag=True, help="Check again whenever a file changes (Ctrl-C stops).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Processes (default: every core).")
-@click.option("--no-cache", is_flag=True, help="Lint every file, ignoring and not writing the cache.")
-@click.option("--cache-dir", type=click.Path(file_okay=False), help="Where the cache lives (default: .jaxlint_cache).")
 @click.option(
     "--evidence",
     type=click.Path(dir_okay=False),
@@ -471,8 +476,8 @@ def _fix_run(run: _Run, options: dict, only: set[type[Rule]] | None) -> int:  # 
         context = run.context(group)
         # The facts of standard input's project come from the cache `check` keeps.
         cache = None
-        if context and not options.get("no_cache"):
-            cache = cache_for(group.settings, group.rules, options.get("cache_dir"))  # type: ignore[arg-type]
+        if context and not options["no_cache"]:
+            cache = cache_for(group.settings, group.rules, options["cache_dir"])  # type: ignore[arg-type]
         project = project_of(group.files, sources, group.settings, cache, context)
         if cache is not None:
             cache.save()

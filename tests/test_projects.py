@@ -45,16 +45,34 @@ def in_case(monkeypatch):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_project_findings_match_markers(case: Path, run_cli, in_case) -> None:
-    in_case(case)
+def test_project_findings_match_markers(case: Path, tmp_path: Path, run_cli) -> None:
+    import shutil
+
+    shutil.copytree(case, tmp_path, dirs_exist_ok=True)  # away from this repository's config
     assert _lint(run_cli, *_files(case)) == _expected(case)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_case_depends_on_other_modules(case: Path, run_cli, in_case) -> None:
-    in_case(case)
-    alone = set().union(*(_lint(run_cli, name) for name in _files(case)))
+def test_case_depends_on_other_modules(case: Path, tmp_path: Path, run_cli, in_case) -> None:
+    """Each file copied into a folder of its own, with nothing else of the project."""
+    alone: set[tuple[str, int, str]] = set()
+    for number, name in enumerate(_files(case)):
+        folder = tmp_path / str(number)
+        (folder / name).parent.mkdir(parents=True)
+        (folder / name).write_bytes((case / name).read_bytes())
+        in_case(folder)
+        alone |= _lint(run_cli, name)
     assert alone != _expected(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_a_file_named_alone_sees_the_rest_of_the_project(case: Path, tmp_path: Path, run_cli) -> None:
+    """`jaxlint check trainer/loop.py` (a pre-commit hook passes the changed files) summarizes
+    the project's other modules: file by file, the same findings as `check` on the folder."""
+    import shutil
+
+    shutil.copytree(case, tmp_path, dirs_exist_ok=True)
+    assert set().union(*(_lint(run_cli, name) for name in _files(case))) == _expected(case)
 
 
 def test_cached_findings_follow_other_modules(tmp_path: Path, run_cli) -> None:
@@ -125,6 +143,19 @@ def test_fix_of_standard_input_sees_the_rest_of_the_project(tmp_path: Path, run_
     result = run_cli("fix", "--output-format", "concise", "--stdin-filename", "trainer/loop.py", "-", input=loop)
     assert result.stdout == loop
     assert "trainer/loop.py:10:24: JL005" in result.stderr
+
+
+def test_fix_of_a_named_file_sees_the_rest_of_the_project(tmp_path: Path, run_cli) -> None:
+    """`jaxlint fix trainer/loop.py` (the pre-commit fix hook) fixes and reports what `check .`
+    does; with `--no-cache` it keeps no facts on disk."""
+    import shutil
+
+    shutil.copytree(PROJECTS / "jitted_elsewhere" / "trainer", tmp_path / "trainer")
+    result = run_cli("fix", "--no-cache", "--output-format", "concise", "trainer/loop.py")
+    assert "trainer/loop.py:10:24: JL005" in result.stdout
+    assert not (tmp_path / ".jaxlint_cache").exists()
+    run_cli("fix", "--output-format", "concise", "trainer/loop.py")
+    assert (tmp_path / ".jaxlint_cache").is_dir()
 
 
 def test_standard_input_into_a_warm_project_summarizes_only_itself(tmp_path: Path, run_cli, monkeypatch) -> None:
