@@ -133,12 +133,13 @@ class Consumer:
 
 @dataclass(frozen=True)
 class Forward:
-    """A call of a function of this file that hands what it is given, unchanged, to a
-    jitted callable (`def fit(X, y): return normalize(X, y)` called as `fit(X, y)`)."""
+    """A call of a function that hands what it is given, unchanged, to a jitted callable
+    (`def fit(X, y): return normalize(X, y)` called as `fit(X, y)`), in this file or, through
+    the project's summaries, in another module."""
 
     argument: cst.BaseExpression  # what the call passes for the parameter
-    helper: cst.FunctionDef  # the function called
-    inner: cst.Call  # the jitted call in its body that receives the parameter
+    helper: cst.FunctionDef | None  # the function called, when it is in this file
+    inner: str  # the jitted callable in its body that receives the parameter, as written there
     consumer: Consumer
 
 
@@ -404,8 +405,9 @@ class DeviceIndex:
         """The arguments `call` hands on to a jitted callable through the function it calls:
         a `def` of this file (or a method of the enclosing class, called on `self`) whose body
         passes the parameter, never reassigned, as it is to a jitted call of its own
-        (`self.fit(X, y)` where `def fit(self, X, y): normalize(X, y, self.bounds)`). What
-        that jitted callable compiles for, the call's argument decides."""
+        (`self.fit(X, y)` where `def fit(self, X, y): normalize(X, y, self.bounds)`), or a
+        function of another module that does (`_imported_forwards`). What that jitted
+        callable compiles for, the call's argument decides."""
         from ._callgraph import passed_argument, positional_params
 
         path = tuple(ancestors)
@@ -414,11 +416,13 @@ class DeviceIndex:
             found = self._local_def(func.value, path)
             helper = found[0] if found is not None else None
             method = False
+            if helper is None:
+                return self._imported_forwards(call, path)
         elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             helper = _method_def(func.attr.value, path)
             method = True
         else:
-            return []
+            return self._imported_forwards(call, path)
         known = self.ctx.calls.function(helper) if helper is not None else None
         if helper is None or known is None:
             return []
@@ -442,8 +446,27 @@ class DeviceIndex:
                     continue  # rebound in the body: not what the call hands in
                 passed = passed_argument(call, value.value, positional)
                 if passed is not None:
-                    forwards.append(Forward(passed, helper, site.call, inner))
+                    forwards.append(Forward(passed, helper, self.ctx.module.code_for_node(site.call.func), inner))
         return forwards
+
+    def _imported_forwards(self, call: cst.Call, path: tuple[cst.CSTNode, ...]) -> list[Forward]:
+        """`forwards` for a function of another module of the project (`from .model import
+        next_token`; `model.next_token(...)`), as its summary says: the positional arguments
+        of the call that it hands to a jitted callable."""
+        project = self.ctx.project
+        name = self.ctx.resolve(call.func, path, anchor=call) if project is not None else None
+        if project is None or name is None:
+            return []
+        positional = []
+        for arg in call.args:
+            if arg.keyword is not None or arg.star:
+                break
+            positional.append(arg.value)
+        return [
+            Forward(positional[index], None, target.rsplit(".", 1)[-1], Consumer(api, None, None))
+            for index, api, target in project.forwarded(name, self.ctx.module_name)
+            if index < len(positional)
+        ]
 
     def is_traced(self, ancestors: Sequence[cst.CSTNode] | None = None) -> bool:
         """Whether code at `ancestors` runs under a trace, so its calls are staged and host

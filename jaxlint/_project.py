@@ -15,7 +15,9 @@ records, per module:
   known to be traced: precision first, a function of unknown mode counts as eager);
 - what other modules reach through it: the names its top-level imports bind (`__init__.py`
   re-exports), its `from x import *` and `__all__`, its factories (functions returning a
-  jitted callable) and its top-level `step = make_step(...)` calls.
+  jitted callable) and its top-level `step = make_step(...)` calls;
+- `forwards`: which parameters its top-level functions hand, unchanged, to a call of a project
+  callable (`Project.forwarded` keeps those whose callable is jitted).
 
 `Project` joins them: `jitted(name)` for a call of an imported name, and `traced_only(name)`
 for a function that other modules call only from traced code and nowhere else, so that its
@@ -74,6 +76,10 @@ class ModuleFacts:
     # Top-level generator functions that yield in a loop, and classes whose `__iter__` does:
     # a loop over what they give runs over data.
     streams: tuple[str, ...] = ()
+    # Top-level functions that hand a positional parameter, never rebound, as it is to a call
+    # of a project callable (`def next_token(w, tokens): return argmax(logits(w, tokens))`),
+    # as (function, "index:callee"): whether the callee is jitted, the project says.
+    forwards: tuple[tuple[str, str], ...] = ()
     # Whether its tree was read, so every call it makes is in `traced_calls`/`eager_calls`
     # (False: read from its import lines alone; `steps.train_step(...)` is not known).
     parsed: bool = False
@@ -98,6 +104,7 @@ class Project:
     _modules: set[str] = field(default_factory=set)  # the project's Module classes
     _builds: dict[str, str] = field(default_factory=dict)  # function -> what it returns (`builds`)
     _streams: set[str] = field(default_factory=set)  # generators over data, iterable classes
+    _forwards: dict[str, tuple[tuple[int, str], ...]] = field(default_factory=dict)  # function -> (index, callee)
     digest: str = ""
     library: _jaxapi.Library = field(default_factory=_jaxapi.base_library)  # with `extend-*` names
 
@@ -137,6 +144,10 @@ class Project:
                 for name, built in module.builds:
                     project._builds[f"{module.module}.{name}"] = built
                 project._streams.update(f"{module.module}.{name}" for name in module.streams)
+                for name, passed in module.forwards:
+                    index, _, callee = passed.partition(":")
+                    key = f"{module.module}.{name}"
+                    project._forwards[key] = (*project._forwards.get(key, ()), (int(index), callee))
             for _, module in facts:  # `step = make_step(cfg)` of a factory elsewhere
                 for name, target in module.assigned:
                     api = project._factories.get(project.canonical(target))
@@ -169,7 +180,9 @@ class Project:
             traced_only.setdefault(name.rpartition(".")[0], []).append(name)
         members: dict[str, list[str]] = {}  # module -> its names jitted, factories, re-exported
         if imported_jit:
-            for name in (*self._jitted, *self._factories, *self._aliases, *self._bases, *self._builds, *self._streams):
+            for name in (
+                *self._jitted, *self._factories, *self._aliases, *self._bases, *self._builds, *self._streams, *self._forwards
+            ):  # fmt: skip
                 members.setdefault(name.rpartition(".")[0], []).append(name)
         answers: dict[str, str] = {}
 
@@ -178,8 +191,9 @@ class Project:
             if known is None:
                 target = self.canonical(name)
                 made = self._built(target, 0) if target in self._bases or target in self._builds or target in self._streams else None
+                handed = self._forwarded(target) if target in self._forwards else ()
                 known = answers[name] = (
-                    f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''}"
+                    f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''} {handed}"
                 )
             return known
 
@@ -233,7 +247,7 @@ class Project:
         """Whether `name` is a callable of the project that the summaries say something of."""
         return (
             name in self._jitted or name in self._factories or name in self._bases or name in self._builds
-            or name in self._streams
+            or name in self._streams or name in self._forwards
         )  # fmt: skip
 
     def _module_classes(self) -> None:
@@ -322,6 +336,25 @@ class Project:
         if module is not None and module in self._packages:
             module = f"{module}.__init__"
         return absolute_name(name, module)
+
+    def forwarded(self, name: str, module: str | None = None) -> tuple[tuple[int, str, str], ...]:
+        """The positional parameters that the project function `name` (as imported into
+        `module`) hands, unchanged, to a jitted callable: (index, jit API, the callable's
+        absolute name). `from .model import next_token` where `def next_token(w, tokens):
+        return argmax(logits(w, tokens))` and `logits` is jitted: ((1, "jax.jit",
+        "pkg.model.logits"),). What that callable compiles for, the caller's argument decides."""
+        if not self._forwards:
+            return ()
+        return self._forwarded(self.canonical(self._absolute(name, module)))
+
+    def _forwarded(self, function: str) -> tuple[tuple[int, str, str], ...]:
+        found = []
+        for index, callee in self._forwards.get(function, ()):
+            target = self.canonical(callee)
+            api = self._jitted.get(target)
+            if api is not None:
+                found.append((index, api, target))
+        return tuple(sorted(set(found)))
 
     def traced_only(self, name: str) -> bool:
         """Whether other modules call the function `name` (absolute) only from traced code."""
@@ -618,6 +651,7 @@ class _Summary:
             classes=tuple(sorted(self._classes())),
             builds=tuple(sorted(self._builds().items())),
             streams=tuple(sorted(self._streams())),
+            forwards=tuple(sorted(self._forwards())),
             parsed=True,
         )
 
@@ -640,6 +674,32 @@ class _Summary:
                 for method in statement.body:
                     if isinstance(method, ast.FunctionDef) and method.name == "__iter__" and _yields_in_loop(method.body, False):
                         found.add(statement.name)
+        return found
+
+    def _forwards(self) -> set[tuple[str, str]]:
+        """What each top-level function hands on unchanged (`forwards`)."""
+        found = set()
+        for name, function in self.functions.items():
+            params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+            if not params:
+                continue
+            nodes = list(_own_nodes(function))
+            rebound = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+            for node in nodes:
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                if isinstance(func, ast.Name) and func.id not in self.imports:
+                    callee: str | None = f"{self.module}.{func.id}"
+                else:
+                    callee = self.resolve(func)
+                    if callee is not None and callee.split(".", 1)[0] in _LIBRARY_HEADS:
+                        continue
+                if callee is None:
+                    continue
+                for arg in (*node.args, *(k.value for k in node.keywords if k.arg is not None)):
+                    if isinstance(arg, ast.Name) and arg.id in params and arg.id not in rebound:
+                        found.add((name, f"{params.index(arg.id)}:{callee}"))
         return found
 
     def _builds(self) -> dict[str, str]:
@@ -872,11 +932,12 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
         "classes": [list(pair) for pair in facts.classes],
         "builds": [list(pair) for pair in facts.builds],
         "streams": list(facts.streams),
+        "forwards": [list(pair) for pair in facts.forwards],
         "parsed": facts.parsed,
     }
 
 
-_PAIRS = ("jitted", "aliases", "factories", "assigned", "classes", "builds")
+_PAIRS = ("jitted", "aliases", "factories", "assigned", "classes", "builds", "forwards")
 _NAMES = ("traced", "eager", "imports", "stars", "streams")
 
 
@@ -911,5 +972,6 @@ def _stored_facts(entry: object) -> ModuleFacts | None:
         classes=pair("classes"),
         builds=pair("builds"),
         streams=tuple(entry["streams"]),
+        forwards=pair("forwards"),
         parsed=entry["parsed"],
     )

@@ -116,7 +116,7 @@ class GrowingShapeLoop(Rule):
             callee = _short(ctx.module.code_for_node(node.func))
             passed = [
                 (f.argument, f"is passed to `{callee}`, which hands it to the jitted "
-                 f"`{_short(ctx.module.code_for_node(f.inner.func))}`")
+                 f"`{_short(f.inner)}`")
                 for f in forwarded[0]
             ]  # fmt: skip
             loops = forwarded[1]

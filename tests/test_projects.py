@@ -278,13 +278,16 @@ def test_star_and_alias_cycles_end(tmp_path: Path, run_cli) -> None:
         ("model_elsewhere", "models.py", ("class Encoder(eqx.Module):", "class Encoder:"), {24, 31, 50}),
         # The chunks come back as a list: the loop over them no longer shows it runs over data.
         ("generator_elsewhere", "data.py", ("        yield points[start", "        return points[start"), {19}),
+        # The forward pass is no longer jitted: the tokens handed to it, directly or through the
+        # model module's helper, compile nothing.
+        ("decoder_elsewhere", "model.py", ("@jax.jit\ndef logits(", "def logits("), {13, 21}),
     ],
 )
 def test_cached_findings_follow_what_other_modules_build(
     case: str, module: str, edit: tuple[str, str], gone: set[int], tmp_path: Path, run_cli
 ) -> None:
-    """A file's cached findings are stale when another module's Module classes, model builders
-    or data generators change: the unchanged loop file is linted again and loses its finding."""
+    """A file's cached findings are stale when another module's Module classes, model builders,
+    data generators or what its functions hand to a jitted callable change: the unchanged loop file is linted again and loses its finding."""
     import shutil
 
     shutil.copytree(PROJECTS / case / "trainer", tmp_path / "trainer")
