@@ -237,6 +237,7 @@ class CallGraph:
         self._work: dict[int, str | None] = {}
         self._uses_flax = False
         self._uses_equinox = False
+        self._uses_nnx = False
         self._def_names: frozenset[str] = frozenset()
         self._dead = False  # walking statements that never run (after a `raise`)
 
@@ -253,6 +254,7 @@ class CallGraph:
         heads = {(target or "").split(".", 1)[0] for target in imports}
         graph._uses_flax = bool(heads & {"flax", "haiku"})
         graph._uses_equinox = "equinox" in heads
+        graph._uses_nnx = any(t == "flax.nnx" or t.startswith("flax.nnx.") for t in imports if t)
         defs_by_name: dict[str, list[Function]] = {}
         for function in graph._defs.values():
             if not function.method:  # a method binds no name outside its class
@@ -567,6 +569,8 @@ class CallGraph:
                 weight = 2
             elif self._uses_equinox and _module_call(func, params):
                 weight = 2
+            elif self._uses_nnx and _module_call(func, params) and self._nnx_module(func, site.path):
+                weight = 2
             if weight:
                 first = first or (dotted_name(func.func if isinstance(func, cst.Call) else func) or "a call")
                 count += weight * _repetition(site.path, function.node)
@@ -574,6 +578,16 @@ class CallGraph:
             first = first or "@"
             count += 1
         return first, count
+
+    def _nnx_module(self, func: cst.BaseExpression, path: Sequence[cst.CSTNode]) -> bool:
+        """Whether the parameter `func` calls (or a part of it) holds a Flax NNX Module: what
+        every caller of the function passes for it (`_pytrees.classify`)."""
+        from ._pytrees import Value, classify
+
+        root = func
+        while isinstance(root, (cst.Attribute, cst.Subscript)):
+            root = root.value
+        return classify(self.ctx, root, path) in (Value.NNX, Value.MODULE)
 
     def _leafwise_arithmetic(self, call: cst.Call, path: Sequence[cst.CSTNode]) -> bool:
         """Whether a `jax.tree.map(f, tree, ...)` computes on every leaf: `f` is a lambda, or

@@ -206,6 +206,7 @@ class DeviceIndex:
         calls_only: bool = False,
         compiled: bool = False,
         models: bool = False,
+        besides: cst.Call | None = None,
     ) -> bool:
         """Whether each iteration of `loop` (a `for`/`while` or a comprehension) runs code that
         sends work to the device. `ancestors` are `loop`'s (default: the visited node's).
@@ -213,7 +214,8 @@ class DeviceIndex:
         transformed function, `model.apply`, a function of the file returning device
         values), not single eager ops (`jnp.sin(x)`, `x[i]`, `x + 1`). With `compiled`, only
         calls that run compiled code count (`runs_compiled`), and with `models` too, a model's
-        forward pass, compiled or not."""
+        forward pass, compiled or not. `besides`: a call of the loop that does not count (the
+        one a rule asks about: is there compiled work beside it?)."""
         path = tuple(self.ctx.ancestors if ancestors is None else ancestors)
         inner = (*path, loop)
         if isinstance(loop, (cst.For, cst.While)):
@@ -229,6 +231,8 @@ class DeviceIndex:
             return False
         for part, part_path in parts:
             for node, node_path in _expressions(part, part_path):
+                if node is besides:
+                    continue
                 if compiled:
                     if isinstance(node, cst.Call) and self.runs_compiled(node, node_path, models=models):
                         return True

@@ -35,6 +35,7 @@ class Value(enum.Enum):
     OPT_STATE = "optimizer state"
     PYTREE = "pytree"
     OPTIMIZER = "optimizer"  # an optax GradientTransformation (a tuple of functions)
+    NNX = "Flax NNX object"  # a Module, Optimizer or metric of `flax.nnx`, updated in place
     ARRAY = "array"
     SCALAR = "scalar"
     UNKNOWN = "unknown"
@@ -59,6 +60,7 @@ _PYTREE_TUPLES = frozenset({"equinox.partition", "jax.tree_util.tree_flatten"})
 _ARRAY_MODULES = ("jax.numpy.", "jax.random.", "jax.lax.", "jax.nn.", "numpy.", "jax.scipy.")
 _ARRAY_ANNOTATIONS = ("jax.Array", "jax.numpy.ndarray", "numpy.ndarray", "jaxtyping.")
 _OPTIMIZER_NAMES = frozenset({"opt", "optim", "optimizer", "optimiser", "tx"})  # optimistix/jaxopt `solver.init` states are a few arrays
+_NNX_MODULE = "flax.nnx.Module"
 _SCALAR_BUILTINS = frozenset({"int", "float", "bool", "str", "len", "complex"})
 
 
@@ -118,7 +120,7 @@ def _classify_binding(ctx: FileContext, binding: Binding, depth: int) -> Value:
     if binding.kind is Kind.PARAM:
         if binding.annotation is not None:
             return _classify_annotation(ctx, binding.annotation, binding.path)
-        return Value.UNKNOWN
+        return _classify_parameter(ctx, binding, depth)
     if binding.kind is Kind.CLASS:
         return Value.UNKNOWN
     if binding.kind is Kind.ASSIGN:
@@ -132,6 +134,28 @@ def _classify_binding(ctx: FileContext, binding: Binding, depth: int) -> Value:
         if binding.index is not None and isinstance(binding.source, cst.Call):
             return _classify_element(ctx, binding.source, binding.index, path, depth)
     return Value.UNKNOWN
+
+
+def _classify_parameter(ctx: FileContext, binding: Binding, depth: int) -> Value:
+    """What a parameter holds when every call of its function in the file passes the same
+    kind of value (`train(model, loader, optax.adam(1e-3))`); `UNKNOWN` when a caller may be
+    elsewhere (`_callgraph.call_arguments`) or a call leaves the default. For now only the
+    kinds no rule read from parameters before (an optax optimizer, a Flax NNX object): what
+    Modules and pytrees passed in change for the other rules is still to be measured."""
+    from ._callgraph import parameter_calls
+
+    found = parameter_calls(ctx, binding.node, binding.path)
+    if found is None or not found[1]:
+        return Value.UNKNOWN
+    kinds = {
+        classify(ctx, passed, read_at, depth + 1) if passed is not None else Value.UNKNOWN
+        for passed, read_at in found[1]
+    }
+    kind = kinds.pop() if len(kinds) == 1 else Value.UNKNOWN
+    return kind if kind in _BY_CALLERS else Value.UNKNOWN
+
+
+_BY_CALLERS = frozenset({Value.OPTIMIZER, Value.NNX})
 
 
 def _classify_element(ctx: FileContext, call: cst.Call, index: int, path: Sequence[cst.CSTNode], depth: int) -> Value:
@@ -173,6 +197,8 @@ def _classify_call(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode]
             return Value.PYTREE if resolved.startswith("equinox.") else Value.UNKNOWN
         if resolved.startswith("equinox.nn.") and resolved.rsplit(".", 1)[-1][:1].isupper():
             return Value.PYTREE if resolved == "equinox.nn.State" else Value.MODULE
+        if resolved.startswith("flax.nnx.") and resolved.rsplit(".", 1)[-1][:1].isupper():
+            return Value.NNX  # `nnx.Optimizer(model, tx)`, `nnx.MultiMetric(...)`, `nnx.Linear(...)`
         if resolved.startswith("optax."):
             return Value.OPTIMIZER
         if resolved.startswith(_ARRAY_MODULES):
@@ -193,6 +219,8 @@ def _classify_call(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode]
             return Value.SCALAR
         if is_module_class(ctx, func, [*path, call], depth):
             return Value.MODULE
+        if is_module_class(ctx, func, [*path, call], depth, root=_NNX_MODULE):
+            return Value.NNX
     return Value.UNKNOWN
 
 
@@ -206,6 +234,8 @@ def _classify_annotation(ctx: FileContext, annotation: cst.BaseExpression, path:
     if resolved is not None:
         if resolved == "equinox.Module" or (resolved.startswith("equinox.nn.") and resolved.rsplit(".", 1)[-1][:1].isupper()):
             return Value.MODULE
+        if resolved in ("optax.GradientTransformation", "optax.GradientTransformationExtraArgs"):
+            return Value.OPTIMIZER
         if resolved in ("optax.OptState", "optax.ScaleByAdamState"):
             return Value.OPT_STATE
         if resolved in ("jaxtyping.PyTree", "chex.ArrayTree", "optax.Params"):
@@ -223,10 +253,13 @@ def _classify_annotation(ctx: FileContext, annotation: cst.BaseExpression, path:
     return Value.UNKNOWN
 
 
-def is_module_class(ctx: FileContext, name: cst.Name, path: Sequence[cst.CSTNode], depth: int) -> bool:
-    """Whether `name` is a class of this file that subclasses `eqx.Module` (directly, through
-    other classes of the file, or through a Module class another module of the project
-    defines: `class Encoder(Backbone)` with `from .models import Backbone`)."""
+def is_module_class(
+    ctx: FileContext, name: cst.Name, path: Sequence[cst.CSTNode], depth: int, *, root: str = "equinox.Module"
+) -> bool:
+    """Whether `name` is a class of this file that subclasses `eqx.Module` (or `root`:
+    `flax.nnx.Module`), directly, through other classes of the file, or through a Module class
+    another module of the project defines: `class Encoder(Backbone)` with `from .models import
+    Backbone`."""
     if depth > _MAX_DEPTH:
         return False
     bindings = ctx.bindings.of(name.value, [*path, name])
@@ -237,11 +270,11 @@ def is_module_class(ctx: FileContext, name: cst.Name, path: Sequence[cst.CSTNode
     outer = list(bindings[0].path)
     for base in node.bases:
         resolved = ctx.resolve(base.value, outer, anchor=node)
-        if resolved == "equinox.Module":
+        if resolved == root:
             return True
         if resolved is not None and ctx.project is not None and ctx.project.module_class(resolved, ctx.module_name):
             return True
-        if isinstance(base.value, cst.Name) and is_module_class(ctx, base.value, [*outer, node], depth + 1):
+        if isinstance(base.value, cst.Name) and is_module_class(ctx, base.value, [*outer, node], depth + 1, root=root):
             return True
     return False
 

@@ -22,6 +22,7 @@ from jaxlint import _jaxapi
 from jaxlint._callgraph import HOST_METHODS, CallGraph, Function, is_host_copy, runs_many_times
 from jaxlint._context import FileContext
 from jaxlint._nodes import root_name
+from jaxlint._pytrees import Value, classify
 from jaxlint._scope import dotted_name, target_names
 from jaxlint._walk import iter_children
 
@@ -53,6 +54,8 @@ _ARRAY_METHODS = frozenset(
 # Methods of a Flax `TrainState` (`flax.training.train_state`): the model's `apply` and the
 # optimizer update, both traceable.
 _TRAIN_STATE_METHODS = frozenset({"apply_fn", "apply_gradients"})
+# Methods of an optax `GradientTransformation` (`_pytrees.Value.OPTIMIZER`): pure functions.
+_OPTIMIZER_METHODS = frozenset({"init", "update"})
 # Container methods that read only.
 _PURE_METHODS = frozenset(
     {"get", "items", "keys", "values", "copy", "index", "count", "format", "join", "split", "startswith", "endswith", "lower", "upper", "replace", "strip"}
@@ -90,6 +93,7 @@ class Jittability:
     blockers: list[str] = field(default_factory=list)  # what jit would break, in words
     statics: dict[str, str] = field(default_factory=dict)  # parameter -> why it is static
     module_calls: bool = False  # it calls Modules it is given (equinox): use filter_jit
+    in_place: bool = False  # it calls or updates Flax NNX objects it is given: use nnx.jit
     undeterminable: str | None = None  # why static parameters cannot be told
 
 
@@ -118,6 +122,7 @@ class _Reader:
         self.derivations: dict[str, list[tuple[str, cst.BaseExpression | None]]] = {}
         self.array_uses: set[str] = set()
         self.uses_equinox = graph._uses_equinox  # noqa: SLF001
+        self.uses_nnx = graph._uses_nnx and not self.uses_equinox  # noqa: SLF001
         self._resolving: set[str] = set()
 
     # -- the walk ------------------------------------------------------------------------
@@ -357,6 +362,8 @@ class _Reader:
                 self._array_use(arg.value)
             if self.uses_equinox:
                 self.result.module_calls = True
+            elif self._nnx_object(call.func, path):
+                self.result.in_place = True
             else:
                 self._mark_param(name, "a function it calls")
             return
@@ -380,6 +387,8 @@ class _Reader:
             return
         if inner.module_calls:
             self.result.module_calls = True
+        if inner.in_place:
+            self.result.in_place = True
         params = callee.node.params
         positional = [p.name.value for p in (*params.posonly_params, *params.params)]
         for index, arg in enumerate(call.args):
@@ -399,6 +408,14 @@ class _Reader:
         root = root_name(receiver)
         if method in HOST_METHODS or method in ("numpy", "cpu", "tobytes"):
             self._block(f"`.{method}()` copies to the host")
+            return
+        if method in _OPTIMIZER_METHODS and classify(self.ctx, receiver, [*path, call, func]) is Value.OPTIMIZER:
+            # An optax `GradientTransformation`: `init` and `update` are pure functions of
+            # their arguments (`updates, opt_state = tx.update(grads, opt_state, params)`).
+            if root is not None and root in self.params:
+                self._mark_param(root, "an optax optimizer (a tuple of functions)")
+            for arg in call.args:
+                self._array_use(arg.value)
             return
         if method in _TRAIN_STATE_METHODS and root is not None and (root in self.params or self._derived_param(root)):
             # A Flax `TrainState` handed in: `state.apply_fn` is its model's `apply` and
@@ -427,6 +444,13 @@ class _Reader:
             return
         if isinstance(receiver, cst.Subscript) and isinstance(receiver.value, cst.Attribute) and receiver.value.attr.value == "at":
             return  # x.at[i].set(v)
+        if method == "update" and root is not None and root in self.params and self._nnx_object(receiver, path):
+            # `optimizer.update(model, grads)`, `metrics.update(loss=loss)` on Flax NNX
+            # objects it is given: `nnx.jit` carries their updates out of the trace.
+            self.result.in_place = True
+            for arg in call.args:
+                self._array_use(arg.value)
+            return
         if method in _MUTATORS:
             if root is None or self._kind(root) is not _LOCAL or root in self.params:
                 self._block(f"it mutates `{_text(receiver)}` (`.{method}`), an object from outside")
@@ -485,6 +509,11 @@ class _Reader:
                     continue
             return False
         return True
+
+    def _nnx_object(self, expr: cst.BaseExpression, path: list[cst.CSTNode]) -> bool:
+        """Whether `expr` holds a Flax NNX object (a Module, an `nnx.Optimizer`, a metric) in a
+        file that uses `flax.nnx`: what every caller passes for it, as `_pytrees` reads it."""
+        return self.uses_nnx and classify(self.ctx, expr, path) in (Value.NNX, Value.MODULE)
 
     def _mark_param(self, name: str, reason: str) -> None:
         self.result.statics.setdefault(name, reason)

@@ -21,13 +21,17 @@ eagerly (module level, `main`, a function called from there, or driver code with
 is jitted anywhere in the file (decorated, `f = jax.jit(f)`, `fast = jax.jit(f)`), handed to
 `jax.jit`/`vmap`/`grad`/`lax.scan` or any other function (the caller may jit it: a
 function of a library is called from other files), called only from traced code, decorated,
-a method, named like setup code (`init_*`, `make_*`, `create_*`, `build_*`, `load_*`), or
+a method, named like setup code (`init_*`, `make_*`, `create_*`, `build_*`, `load_*`; not a
+`*_step`: equinox's examples call their training step `make_step`), or
 when its body would not survive jit: host I/O, `print`, `.item()`, `np.asarray`, mutation of
-outer objects, Python control flow on array values, `while` loops, loops or comprehensions
+outer objects (an optax optimizer's `update(grads, state)` is a pure function, and an
+`nnx.Optimizer` or NNX metric that every caller passes in is updated in place under
+`nnx.jit`), Python control flow on array values, `while` loops, loops or comprehensions
 over data (`[jnp.max(d[i]) for i in range(len(d))]` unrolls per item and retraces per
 length), `try`, or calls into code jaxlint cannot see. A helper of one or two operations (a
 batch drawn with `randint` and a slice) in an iteration that also runs a jitted step is
-trivial next to it: silent. Loops in tests (test files, test functions) are not hot paths,
+trivial next to it (not when that compiled work is its own: a `lax.scan` over a closure
+made on every call is traced and compiled again on every call): silent. Loops in tests (test files, test functions) are not hot paths,
 and loops over epochs, seeds, configurations or plot axes, a count below 100 that
 the header spells (a demo's `range(10)`, `tqdm(np.arange(20))`, `zip(prices[:25], ...)`, a
 collection made by `make_graphs(..., n_graphs=2)`: it costs less eagerly than the compile
@@ -77,7 +81,9 @@ parameters must be Python values under a trace: a Flax module used as `module.ap
 keyword options passed to `apply`, parameters read in `if` tests, `range(...)`, `in` tests,
 dict keys, f-strings or shape arguments, and flags with string or boolean defaults. In a
 file that imports equinox and calls a Module it is given, it adds `@eqx.filter_jit`, which
-makes every non-array argument static. Imports are added. The fix is **unsafe**: jit changes
+makes every non-array argument static. In a file that uses Flax NNX, where the function calls
+or updates NNX objects every caller passes (a Module, an `nnx.Optimizer`, a metric), it adds
+`@nnx.jit`, which carries their in-place updates out of the trace. Imports are added. The fix is **unsafe**: jit changes
 behaviour in corner cases the rule cannot see. Static arguments must be hashable (a list of
 layer indices passed where a tuple was expected now raises), each new static value compiles
 again, Python side effects in code the function calls run once per compile instead of once per
@@ -130,6 +136,8 @@ _MIN_OPERATIONS = 2
 _TRIVIAL = 2
 # Names of one-shot setup code: run a few times, not worth a compile each.
 _SETUP = re.compile(r"^_*(init|make|create|build|setup|load|save|restore|prepare|plot|log|print|download|test)", re.I)
+# ...unless the name says it is a step (`make_step`, equinox's name for a training step).
+_STEP = re.compile(r"(^|_)step$", re.I)
 
 
 class MissingJit(Rule):
@@ -205,7 +213,7 @@ class MissingJit(Rule):
         node = function.node
         if node.decorators or node.asynchronous is not None or function.uses or not function.sites:
             return None
-        if _SETUP.match(function.name):
+        if _SETUP.match(function.name) and not _STEP.search(function.name):
             return None
         graph = self.ctx.calls
         found = graph.array_work(node)
@@ -221,15 +229,16 @@ class MissingJit(Rule):
     def _trivial_beside_compiled(self, work_count: int, repeat: Repeat) -> bool:
         """Whether the function does a trivial amount of eager work (`_TRIVIAL` operations or
         fewer: a batch drawn with a `randint` and a slice) in an iteration that also runs
-        compiled code (`train_step(...)`, jitted): next to the compiled step, its dispatches
-        cost nothing worth a compile."""
+        compiled code (`train_step(...)`, jitted) besides its own call (a `lax.scan` it makes
+        is compiled, but eagerly it is traced again on every call): next to the compiled step,
+        its dispatches cost nothing worth a compile."""
         if work_count > _TRIVIAL:
             return False
         path = list(repeat.site.path)
         index = next((i for i, n in enumerate(path) if n is repeat.loop), None)
         if index is None:
             return False
-        return self.ctx.device.loop_dispatches(repeat.loop, path[:index], compiled=True)
+        return self.ctx.device.loop_dispatches(repeat.loop, path[:index], compiled=True, besides=None if repeat.chain else repeat.site.call)
 
     def _static_per_iteration(self, function: Function, jittability: Jittability, repeat: Repeat) -> bool:
         """Whether jit would compile on every iteration, which saves nothing over running
@@ -292,17 +301,20 @@ class MissingJit(Rule):
             imports += spec
             title = "Decorate it with `@eqx.filter_jit`"
         else:
-            jit, spec = _spelling(self.ctx, "jax", "jit", "jax")
+            if jittability.in_place:
+                jit, spec = _spelling(self.ctx, "flax.nnx", "jit", "nnx")
+            else:
+                jit, spec = _spelling(self.ctx, "jax", "jit", "jax")
             imports += spec
             if statics:
                 partial, spec = _spelling(self.ctx, "functools", "partial", "functools")
                 imports += spec
                 names = ", ".join(f'"{n}"' for n in statics) + ("," if len(statics) == 1 else "")
                 decorator = f"{partial}({jit}, static_argnames=({names}))"
-                title = f"Decorate it with `@partial(jax.jit, static_argnames=({names}))`"
+                title = f"Decorate it with `@partial({'nnx' if jittability.in_place else 'jax'}.jit, static_argnames=({names}))`"
             else:
                 decorator = jit
-                title = "Decorate it with `@jax.jit`"
+                title = f"Decorate it with `@{'nnx' if jittability.in_place else 'jax'}.jit`"
         new = function.node.with_changes(
             decorators=[cst.Decorator(decorator=cst.parse_expression(decorator))]
         )
@@ -343,6 +355,8 @@ def _spelling(ctx: FileContext, module: str, name: str, default: str) -> tuple[s
 def _static_hint(jittability: Jittability) -> str:
     if jittability.module_calls:
         return "compile it with `eqx.filter_jit` (it calls the Modules it is given)"
+    if jittability.in_place and not jittability.statics:
+        return "compile it with `nnx.jit` (it calls or updates the Flax NNX objects it is given)"
     if jittability.undeterminable is not None:
         return f"jit-compile it (jaxlint cannot tell which parameters are static: {jittability.undeterminable})"
     if not jittability.statics:
