@@ -41,6 +41,10 @@ BLOCKS = (
     return model
 
 
+for batch in loader:
+    model = chain_{i}(model, *batch)
+
+
 ''',
     '''def surgery_{i}(model, plan):
     for name, layer in plan.items():

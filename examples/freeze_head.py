@@ -1,7 +1,7 @@
-"""Re-initialise a classifier head before fine-tuning.
+"""Head resets against lost plasticity: the classifier head is re-initialised on every step.
 
-Three `eqx.tree_at` calls in a row each walk the whole model; one call with three targets
-walks it once. `jaxlint fix` merges them (a safe fix: the targets are disjoint).
+Three `eqx.tree_at` calls in a row each walk the whole model, on every step; one call with
+three targets walks it once. `jaxlint fix` merges them (a safe fix: the targets are disjoint).
 """
 
 import equinox as eqx
@@ -31,7 +31,9 @@ def reset_head(model, num_classes, key):
 
 def main():
     model = Classifier(jax.random.PRNGKey(0))
-    model = reset_head(model, 10, jax.random.PRNGKey(1))
+    key = jax.random.PRNGKey(1)
+    for step in range(1000):
+        model = reset_head(model, 10, jax.random.fold_in(key, step))
     return model.head.weight, model.head.bias, model.temperature
 
 

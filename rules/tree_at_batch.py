@@ -46,9 +46,13 @@ on a value read from the updated tree, a renamed intermediate tree that is read 
 (or in a loop, a closure, or declared `global`), an attribute chain that ends in `return`
 (the attribute must keep its update), and calls that use `replace_fn`. It also stays silent
 inside jitted or otherwise traced code (`@eqx.filter_jit` bodies, functions handed to a
-transform): there each call runs once per compile, not once per step; and for a loop whose
-header says it runs three times or fewer (`for split in ("train", "validation"):`, or a literal
-list every caller in the file passes), where batching saves one or two traversals.
+transform, methods of a `Module`): there each call runs once per compile, not once per step;
+and for a loop whose header says it runs three times or fewer (`for split in ("train",
+"validation"):`, or a literal list every caller in the file passes), where batching saves one
+or two traversals. A chain is reported only where the engine shows it runs many times (in a
+loop that does, or in a function such a loop calls; the finding says which): in set-up code
+run once (weights initialised when a model is built, a checkpoint loaded) its extra
+traversals are paid once.
 
 ## Fix safety
 
@@ -116,8 +120,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from jaxlint._frequency import iteration_count
-from jaxlint._frequency import loop_evidence
+from jaxlint._frequency import Often, call_chain_evidence, iteration_count, loop_evidence, loop_runs
 from jaxlint._context import FileContext, Loop
 from jaxlint._jaxapi import TREE_AT
 from jaxlint._nodes import assigns_name, contains_exit, free_names, iter_subtree, literal_iterations, reads_name
@@ -231,7 +234,7 @@ class TreeAtBatch(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.is_call_to(node, TREE_AT):
             return
-        if self.ctx.jit.is_traced(self.ctx.ancestors):
+        if self.ctx.device.is_traced(self.ctx.ancestors):
             return  # under a trace it runs once per compile, not once per step
         found = self._match(node)
         if found is not None:
@@ -293,6 +296,24 @@ class TreeAtBatch(Rule):
         index = next(i for i, n in enumerate(call.ancestors) if n is innermost)
         return _few(iteration_count(self.ctx, innermost, call.ancestors[:index]))
 
+    def _repeated(self, call: TreeAtCall) -> str | None:
+        """How a chain comes to run many times, as evidence: in a loop that runs many times,
+        or in a function that such a loop calls (`CallGraph.repeats`); None when the engine
+        cannot show it (set-up: a model built, weights loaded once)."""
+        ctx = self.ctx
+        for loop in reversed(call.loops):
+            index = next(i for i, n in enumerate(call.ancestors) if n is loop)
+            if loop_runs(ctx, loop, call.ancestors[:index]).often is Often.MANY:
+                return loop_evidence(ctx, loop, [*call.ancestors, call.call])
+        function = ctx.calls.function(call.function) if call.function is not None else None
+        if function is None:
+            return None
+        for repeat in ctx.calls.repeats(function):
+            return call_chain_evidence(
+                ctx, repeat.site.call, repeat.site.path, repeat.loop, [f.name for f in repeat.chain]
+            )
+        return None
+
     def finish(self) -> None:
         chains = _chains(self._calls)
         in_chain = {id(c.call) for chain in chains for c in chain[1:]}
@@ -300,9 +321,7 @@ class TreeAtBatch(Rule):
         module = self.ctx.module
         for call in self._calls:
             chain = heads.get(id(call.call))
-            if call.loops and call.assigns_back:
-                if not _repeats_on_same_tree(call, self._calls):
-                    continue
+            if call.loops and call.assigns_back and _repeats_on_same_tree(call, self._calls):
                 if self._few_updates(call):
                     continue
                 if chain is not None:
@@ -321,11 +340,15 @@ class TreeAtBatch(Rule):
                     evidence=[loop_evidence(self.ctx, call.loops[-1], [*call.ancestors, call.call])],
                 )
             elif chain is not None and not _chain_is_silent(chain):
+                repeated = self._repeated(call)
+                if repeated is None:
+                    continue  # set-up run once: one or two more traversals, paid once
                 self.report(
                     call.call,
                     _chain_message(module, chain),
                     fix=chain_fix(module, chain),
                     ancestors=call.ancestors,
+                    evidence=[repeated],
                 )
 
 

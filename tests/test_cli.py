@@ -27,7 +27,7 @@ def f(model, plan):
     return model
 """
 
-# One safe finding (chain) at 5:13.
+# One safe finding (chain) at 5:13: `g` runs on every step of the loop after it.
 CHAIN = """\
 import equinox as eqx
 
@@ -36,6 +36,10 @@ def g(model, enc, head):
     model = eqx.tree_at(lambda m: m.encoder, model, enc)
     model = eqx.tree_at(lambda m: m.decoder.head, model, head)
     return model
+
+
+for batch in loader:
+    model = g(model, *batch)
 """
 CHAIN_FIXED_LINE = "    model = eqx.tree_at(lambda m: [m.encoder, m.decoder.head], model, [enc, head])\n"
 

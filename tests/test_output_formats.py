@@ -32,6 +32,10 @@ def g(model, enc, head):
     model = eqx.tree_at(lambda m: m.encoder, model, enc)
     model = eqx.tree_at(lambda m: m.decoder.head, model, head)
     return model
+
+
+for batch in loader:
+    model = g(model, *batch)
 """
 
 BROKEN = "import jax\n\nx = = 1\n"

@@ -50,6 +50,10 @@ CHAIN = textwrap.dedent(
         model = eqx.tree_at(lambda m: m.head.weight, model, weight)
         model = eqx.tree_at(lambda m: m.head.bias, model, bias)
         return model
+
+
+    for batch in loader:
+        model = reset(model, *batch)
     """
 )
 

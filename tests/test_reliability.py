@@ -29,6 +29,10 @@ def g(model, enc, head):
     model = eqx.tree_at(lambda m: m.encoder, model, enc)
     model = eqx.tree_at(lambda m: m.decoder.head, model, head)
     return model
+
+
+for batch in loader:
+    model = g(model, *batch)
 """
 CHAIN_FIXED_LINE = "    model = eqx.tree_at(lambda m: [m.encoder, m.decoder.head], model, [enc, head])\n"
 
@@ -616,7 +620,7 @@ def test_a_file_over_max_file_size_is_skipped_with_a_warning(tmp_path: Path, run
     write(tmp_path / "small.py", CHAIN)
     result = run_cli(command, "--output-format", "concise", ".")
     assert result.exit_code == (1 if command == "check" else 0), result.output
-    assert result.stderr == "jaxlint: warning: big.py: 2.1 KiB, over max-file-size (1 KiB); skipped\n"
+    assert result.stderr == "jaxlint: warning: big.py: 2.2 KiB, over max-file-size (1 KiB); skipped\n"
     assert big.read_text() == CHAIN + "# padding\n" * 200
     if command == "check":
         assert concise(result.stdout) == ["small.py:5:13: JL003"]

@@ -29,6 +29,10 @@ def g(model, enc, head):
     model = eqx.tree_at(lambda m: m.encoder, model, enc){comment}
     model = eqx.tree_at(lambda m: m.decoder.head, model, head)
     return model
+
+
+for batch in loader:
+    model = g(model, *batch)
 """
 
 SUPPRESSING = [

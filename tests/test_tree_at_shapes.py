@@ -1,5 +1,5 @@
 """tree-at-batch on the shapes the fixtures cannot show by a golden alone: which findings
-carry no fix, and which fixes are unsafe."""
+carry no fix, which fixes are unsafe, and where a chain is reported at all."""
 
 from __future__ import annotations
 
@@ -10,8 +10,12 @@ from jaxlint._rule import Applicability
 from rules.tree_at_batch import TreeAtBatch
 
 
+# A chain is reported where it runs many times: `f` is called on every step of a data loop.
+_DRIVER = "\n\nfor batch in loader:\n    f(*batch)\n"
+
+
 def _findings(source: str):  # type: ignore[no-untyped-def]
-    code = "import equinox as eqx\n\n" + textwrap.dedent(source)
+    code = "import equinox as eqx\n\n" + textwrap.dedent(source) + _DRIVER
     result = analyze("case.py", code.encode(), [TreeAtBatch], {}).result
     assert result.error is None, result.error
     return result.findings
@@ -61,9 +65,10 @@ def test_attribute_chain_is_unsafe() -> None:
     assert _applicability(
         """
         class C:
-            def f(self, a, b):
-                self.m = eqx.tree_at(lambda t: t.a, self.m, a)
-                self.m = eqx.tree_at(lambda t: t.b, self.m, b)
+            def f(self, a, b, loader):
+                for batch in loader:
+                    self.m = eqx.tree_at(lambda t: t.a, self.m, a)
+                    self.m = eqx.tree_at(lambda t: t.b, self.m, b)
         """
     ) == Applicability.UNSAFE.value
 
@@ -72,9 +77,10 @@ def test_attribute_chain_reading_a_replaced_path_has_no_fix() -> None:
     assert _applicability(
         """
         class C:
-            def f(self, a):
-                self.m = eqx.tree_at(lambda t: t.a, self.m, a)
-                self.m = eqx.tree_at(lambda t: t.b, self.m, self.m.a.x)
+            def f(self, a, loader):
+                for batch in loader:
+                    self.m = eqx.tree_at(lambda t: t.a, self.m, a)
+                    self.m = eqx.tree_at(lambda t: t.b, self.m, self.m.a.x)
         """
     ) is None
 
@@ -100,3 +106,30 @@ def test_renamed_chain_with_intermediate_returned_is_silent() -> None:
             return m1, m2
         """
     ) == []
+
+
+def test_chain_run_once_is_silent() -> None:
+    """Set-up (a model built, weights loaded): no loop runs the chain, so it is paid once."""
+    code = "import equinox as eqx\n\n" + textwrap.dedent(
+        """
+        def init(m, a, b):
+            m = eqx.tree_at(lambda t: t.a, m, a)
+            return eqx.tree_at(lambda t: t.b, m, b)
+
+
+        def main(m, a, b):
+            return init(m, a, b)
+        """
+    )
+    assert analyze("case.py", code.encode(), [TreeAtBatch], {}).result.findings == []
+
+
+def test_chain_says_how_it_repeats() -> None:
+    (finding,) = _findings(
+        """
+        def f(m, a, b):
+            m = eqx.tree_at(lambda t: t.a, m, a)
+            return eqx.tree_at(lambda t: t.b, m, b)
+        """
+    )
+    assert finding.evidence and "on every iteration of the loop" in finding.evidence[0]
