@@ -173,7 +173,7 @@ def streams(ctx: FileContext, expr: cst.BaseExpression, path: Sequence[cst.CSTNo
                 return True
             if name in _WRAPPERS:
                 return any(streams(ctx, a, path, depth + 1) for a in positional)
-            if resolved is not None and ctx.project is not None and ctx.project.built(resolved, ctx.module_name) == ("stream",):
+            if resolved is not None and ctx.project is not None and ctx.project.built(resolved, ctx.module_name) in (("stream",), ("ragged",)):
                 return True  # a generator over data, or a loader, of another module of the project
         if isinstance(func, cst.Attribute) and func.attr.value in _STREAM_METHODS:
             return True

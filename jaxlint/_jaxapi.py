@@ -51,6 +51,9 @@ __all__ = [
     "BATCH_OPERATIONS",
     "DATA_LOADERS",
     "DATASET_MODULES",
+    "LOADER_BATCH_SIZE_POSITIONS",
+    "CHUNKERS",
+    "BATCH_WRAPPERS",
     "EXTENSIBLE",
     "Library",
     "active",
@@ -180,6 +183,12 @@ DATA_LOADERS: Mapping[str, str] = dict(_table()["data-loaders"])
 OPERATION_LOADERS: Mapping[str, str] = dict(_table()["operation-loaders"])
 BATCH_OPERATIONS: Mapping[str, str] = dict(_table()["batch-operations"])
 DATASET_MODULES = _prefixes("dataset-modules")
+# Data loader -> where it takes its batch size positionally, when not second.
+LOADER_BATCH_SIZE_POSITIONS: Mapping[str, int] = dict(_table()["loader-batch-size-positions"])
+# Calls cutting an iterable into groups of `n` items, the last shorter -> the position of `n`.
+CHUNKERS: Mapping[str, int] = dict(_table()["chunkers"])
+# Wrappers yielding the batches of the stream they are given first, unchanged in size.
+BATCH_WRAPPERS = _names("batch-wrappers")
 # Calls making a Hugging Face dataset, whose `.iter(batch_size=...)`/`.batch(...)` keep a smaller
 # last batch unless `drop_last_batch=True`.
 HF_DATASETS = _prefixes("hf-datasets")

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import _jaxapi
+from . import _batches, _jaxapi
 
 __all__ = ["ModuleFacts", "Project", "absolute_name", "module_name", "summarize"]
 
@@ -70,8 +70,9 @@ class ModuleFacts:
     # absolute name of the class or function whose call it returns (`return Transformer(cfg)`,
     # through a local name bound to one), or what the library table says it is (`=module` for
     # an `eqx.nn` layer, `=state` for an optax `init`, `=pytree` for `TrainState.create`,
-    # `=stream` for a data loader or a dataset's batches); a returned tuple's are joined by
-    # commas, an unknown element empty.
+    # `=stream` for a data loader or a dataset's batches, `=ragged` for those whose last batch
+    # can be smaller and for a generator of such slices: `_batches`); a returned tuple's are
+    # joined by commas, an unknown element empty.
     builds: tuple[tuple[str, str], ...] = ()
     # Top-level generator functions that yield in a loop, and classes whose `__iter__` does:
     # a loop over what they give runs over data.
@@ -268,7 +269,8 @@ class Project:
         word per element of a returned tuple (a single one otherwise): `module` (a Module
         class of the project, or a function returning one), `state` (an optimizer state),
         `pytree` (a training state), `stream` (a generator over data, an iterable class, a
-        function returning a data loader), or "" where unknown; None when nothing is known."""
+        function returning a data loader), `ragged` (a stream whose last batch can be smaller:
+        `_batches`), or "" where unknown; None when nothing is known."""
         if not (self._bases or self._builds or self._streams):
             return None
         return self._built(self.canonical(self._absolute(name, module)), 0)
@@ -276,9 +278,9 @@ class Project:
     def _built(self, name: str, depth: int) -> tuple[str, ...] | None:
         if name in self._modules:
             return ("module",)
-        if name in self._streams:
-            return ("stream",)
         built = self._builds.get(name)
+        if name in self._streams:
+            return ("ragged",) if built == "=ragged" else ("stream",)
         if built is None or depth > 8:
             return None
         kinds = []
@@ -389,7 +391,9 @@ def module_name(path: Path) -> str:
 _TRACE_WORDS = re.compile(r"jit|vmap|grad|scan|pmap|shard_map|checkpoint|remat|custom_[jv]jp|fori_loop|while_loop|cond|switch|transform|linearize")
 # A module with none of these defines no Module class, model builder or data generator (a class
 # subclassing one of another module still names `Module`, or is returned by name).
-_SHAPE_WORDS = re.compile(r"Module|\byield\b|TrainState|Loader|\.init\(|^[ \t]+return\b[^\n]*\b[A-Z]\w*\(", re.MULTILINE)
+_SHAPE_WORDS = re.compile(
+    r"Module|\byield\b|TrainState|Loader|\.init\(|\.(?:padded_)?batch\(|^[ \t]+return\b[^\n]*\b[A-Z]\w*\(", re.MULTILINE
+)
 # What a Module class of the project subclasses at its root: a class holding its arrays.
 _MODULE_BASES = frozenset({"equinox.Module", "flax.nnx.Module", "flax.experimental.nnx.Module"})
 # Returned calls the library table knows: what they build.
@@ -707,6 +711,7 @@ class _Summary:
         found = {}
         for name, function in self.functions.items():
             local: dict[str, ast.expr | None] = {}  # name -> the call bound to it (None: several)
+            ordered: list[ast.Assign] = []  # every `name = value`, in order
             returned: set[str] = set()
             generator = False
             for node in _own_nodes(function):
@@ -715,17 +720,22 @@ class _Summary:
                 elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                     target = node.targets[0].id
                     local[target] = node.value if target not in local and isinstance(node.value, ast.Call) else None
+                    ordered.append(node)
                 elif isinstance(node, ast.Return):
-                    returned.add(self._returned(node.value, local))
+                    returned.add(self._returned(node.value, local, ordered))
+            if generator and _batches.yields_ragged_slices(function, _own_nodes(function)):
+                found[name] = "=ragged"
             if not generator and len(returned) == 1:
                 (built,) = returned
                 if built.strip(","):
                     found[name] = built
         return found
 
-    def _returned(self, value: ast.expr | None, local: dict[str, ast.expr | None]) -> str:
+    def _returned(self, value: ast.expr | None, local: dict[str, ast.expr | None], ordered: list[ast.Assign] = ()) -> str:  # type: ignore[assignment]
         if isinstance(value, ast.Tuple):
-            return ",".join(self._returned(e, local).replace(",", "") for e in value.elts)
+            return ",".join(self._returned(e, local, ordered).replace(",", "") for e in value.elts)
+        if value is not None and _batches.pipeline_keeps_last(value, self.resolve, lambda read: _last_value(read, ordered)):
+            return "=ragged"  # `ds = ds.batch(bs); return ds`
         if isinstance(value, ast.Name) and local.get(value.id) is not None:
             value = local[value.id]
         if not isinstance(value, ast.Call):
@@ -750,6 +760,8 @@ class _Summary:
             return "=pytree" if called == "equinox.nn.State" else "=module"
         if called in _TRAIN_STATES:
             return "=pytree"
+        if called in _jaxapi.DATA_LOADERS and _batches.loader_keeps_last(value, called):
+            return "=ragged"
         if called in _jaxapi.DATA_LOADERS or called in _jaxapi.OPERATION_LOADERS or called.startswith(_jaxapi.DATASET_MODULES):
             return "=stream"
         return "" if called.split(".", 1)[0] in _LIBRARY_HEADS else called
@@ -798,6 +810,16 @@ class _Summary:
         if isinstance(value, ast.Name):
             return local.get(value.id) or jitted.get(value.id)
         return None
+
+
+def _last_value(read: ast.Name, ordered: list[ast.Assign]) -> ast.expr | None:
+    """The value of the last `name = value` (of `ordered`, in source order) before `read`."""
+    before = [
+        a for a in ordered
+        if a.targets[0].id == read.id  # type: ignore[attr-defined]
+        and (a.end_lineno or a.lineno, a.end_col_offset or 0) <= (read.lineno, read.col_offset)
+    ]  # fmt: skip
+    return before[-1].value if before else None
 
 
 def _yields_in_loop(body: list[ast.stmt], in_loop: bool) -> bool:

@@ -134,7 +134,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from jaxlint import _jaxapi
+from jaxlint import _batches, _jaxapi
 from jaxlint._frequency import loop_evidence
 from jaxlint._callgraph import call_arguments
 from jaxlint._context import Loop
@@ -379,6 +379,21 @@ class PadFinalBatch(Rule):
         size = batch.args[0].value if batch.args else None
         source = "the dataset batched with"
         operation = self.ctx.resolve(batch.func, anchor=batch) if stream.loader else None
+        if stream.imported:
+            return Batching(
+                "split",
+                f"`{_short(_code(self.ctx, batch.func))}(...)`, whose batches (another module's loader, "
+                "dataset or generator) keep the remainder,",
+                "unless the number of examples is a multiple of the batch size",
+                names=names,
+            )
+        if stream.chunks:
+            return Batching(
+                "split",
+                f"`{_short(_code(self.ctx, batch), 60)}`",
+                "unless the group size divides the number of items",
+                names=names,
+            )
         if stream.hf and isinstance(batch.func, cst.Attribute):
             spelled = ", ".join(_code(self.ctx, a.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for a in batch.args[:1])
             where = f"`.{batch.func.attr.value}({spelled})` without `drop_last_batch=True`"
@@ -884,15 +899,12 @@ def _short(text: str, limit: int = 40) -> str:
 # -- tf.data pipelines ------------------------------------------------------------------------
 
 # Dataset methods that keep a batched stream's batches (their number may change, not their size).
-_KEEPS_BATCHES = frozenset(
-    {"map", "shuffle", "prefetch", "cache", "filter", "as_numpy_iterator", "with_options",
-     "ignore_errors", "apply_options", "to_iter_dataset", "mp_prefetch"}
-)  # fmt: skip
+_KEEPS_BATCHES = _batches.KEEPS_BATCHES
 # Data loaders that batch like `.batch()`: a smaller last batch unless the keyword they map
 # to is true (`drop_last=True`); the library table's `data-loaders`.
 _LOADERS = _jaxapi.DATA_LOADERS
-# Wrappers that iterate their first argument unchanged.
-_PASS_THROUGH = frozenset({"tensorflow_datasets.as_numpy", "tensorflow_datasets.dataset_as_numpy"})
+# Wrappers that iterate their first argument unchanged (the library table's `batch-wrappers`).
+_PASS_THROUGH = _jaxapi.BATCH_WRAPPERS
 
 
 @dataclass(frozen=True)
@@ -907,6 +919,8 @@ class _Stream:
     # `.batch(...)`, the loader, the batching operation (None: none the fix can edit).
     drop: tuple[cst.Call, str] | None = None
     hf: bool = False  # a Hugging Face dataset: `.iter(batch_size=bs)`, `drop_last_batch`
+    chunks: bool = False  # groups of `n` items of an iterable (`itertools.batched(rows, n)`)
+    imported: bool = False  # given by a function of another module (the project's `ragged`)
 
 
 class _Datasets:
@@ -940,10 +954,12 @@ class _Datasets:
             if name.startswith(_jaxapi.HF_DATASETS):
                 return _Stream(hf=True)
             if name in _LOADERS:
-                return _loader(expr, _LOADERS[name])
+                return _loader(expr, _LOADERS[name], position=_jaxapi.LOADER_BATCH_SIZE_POSITIONS.get(name, 1))
+            if name in _jaxapi.CHUNKERS:
+                return _chunks(expr, _jaxapi.CHUNKERS[name])
             if name in _jaxapi.OPERATION_LOADERS:
                 return self._operations(expr, _jaxapi.OPERATION_LOADERS[name], path)
-            return None
+            return self._imported(expr, name)
         if isinstance(func, cst.Name) and self._loader_class(func, path):
             stream = _loader(expr)
             if stream is not None and not self._takes_drop_last(func, path):
@@ -981,6 +997,16 @@ class _Datasets:
         if inner.ragged is None:
             return inner  # before batching: `builder.as_dataset(...)`, `ds.take(n)`, ...
         return inner if method in _KEEPS_BATCHES else None
+
+    def _imported(self, call: cst.Call, name: str, element: int = -1) -> _Stream | None:
+        """A call of a function of another module of the project that gives batches whose last
+        one can be smaller (the project summary's `ragged`: a data loader or dataset keeping it,
+        a generator of `x[i:i + bs]` slices); `element`: the item of a returned tuple."""
+        project = self.ctx.project
+        built = project.built(name, self.ctx.module_name) if project is not None else None
+        if built is None or element >= len(built) or (element < 0 and len(built) != 1):
+            return None
+        return _Stream(call, imported=True) if built[max(element, 0)] == "ragged" else None
 
     def _item(self, expr: cst.Subscript, path: list[cst.CSTNode], depth: int) -> _Stream | None:
         """`get_dataset(...)[0]`: an item of the tuple a function of the file returns."""
@@ -1127,6 +1153,8 @@ class _Datasets:
             callee = self.ctx.resolve(value.func, scope_path, anchor=value)
             if callee is None and isinstance(value.func, cst.Name):
                 return self._returned(value, scope_path, depth + 1, element)  # `ds, names = get_dataset()`
+            if callee is not None and not callee.startswith("tensorflow_datasets."):
+                return self._imported(value, callee, element)  # `train, test = get_loaders()` of another module
             if not (callee or "").startswith("tensorflow_datasets."):
                 return None
             return _Stream()  # `ds, info = tfds.load(..., with_info=True)`
@@ -1274,11 +1302,14 @@ def _forwarded_loader(ctx, function: cst.FunctionDef, value: cst.BaseExpression,
     return _LOADERS.get(ctx.resolve(value.func, path, anchor=value) or "")
 
 
-def _loader(call: cst.Call, drop_keyword: str = "drop_last", forwarded: cst.Call | None = None) -> _Stream | None:
+def _loader(
+    call: cst.Call, drop_keyword: str = "drop_last", forwarded: cst.Call | None = None, position: int = 1
+) -> _Stream | None:
     """`DataLoader(dataset, batch_size=bs)`: ragged unless `drop_last=True` (or a value the
     linter cannot know); a `batch_sampler` decides batches itself, and the default batch
     size of 1 is never ragged. `forwarded`: the call whose keywords reach `call` through a
-    `**kwargs` (which must then be `call`'s only starred argument, and `forwarded` has none)."""
+    `**kwargs` (which must then be `call`'s only starred argument, and `forwarded` has none).
+    `position`: where the loader takes its batch size positionally."""
     if forwarded is not None:
         if any(a.star for a in forwarded.args):
             return None
@@ -1286,7 +1317,7 @@ def _loader(call: cst.Call, drop_keyword: str = "drop_last", forwarded: cst.Call
     if any(a.star for a in call.args) or _keyword(call, "batch_sampler") is not None:
         return None
     positional = [a.value for a in call.args if a.keyword is None]
-    size = positional[1] if len(positional) > 1 else _keyword(call, "batch_size")
+    size = positional[position] if len(positional) > position else _keyword(call, "batch_size")
     if size is None or (isinstance(size, cst.Integer) and size.value == "1") or isinstance(size, cst.Name) and size.value == "None":
         return None
     drop = _keyword(call, drop_keyword)
@@ -1295,6 +1326,22 @@ def _loader(call: cst.Call, drop_keyword: str = "drop_last", forwarded: cst.Call
     # With `forwarded`, `call` is made up: the keyword goes to the call that forwards it.
     target = forwarded if forwarded is not None else call
     return _Stream(call, loader=True, shuffled=_true(_keyword(call, "shuffle")), drop=(target, drop_keyword))
+
+
+def _chunks(call: cst.Call, position: int) -> _Stream | None:
+    """`itertools.batched(rows, n)`: groups of `n` items, the last one shorter unless `n`
+    divides their number; none with `strict=` anything but `False` (it raises instead), or
+    `n` of 1."""
+    if any(a.star for a in call.args):
+        return None
+    positional = [a.value for a in call.args if a.keyword is None]
+    size = positional[position] if len(positional) > position else _keyword(call, "n")
+    strict = _keyword(call, "strict")
+    if size is None or (isinstance(size, cst.Integer) and size.value == "1"):
+        return None
+    if strict is not None and not (isinstance(strict, cst.Name) and strict.value == "False"):
+        return None
+    return _Stream(call, chunks=True)
 
 
 def _drop_remainder_fix(drop: tuple[cst.Call, str]) -> Fix:
