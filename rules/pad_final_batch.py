@@ -180,6 +180,7 @@ class PadFinalBatch(Rule):
         self._paths: dict[int, list[cst.CSTNode]] = {}  # a generator's loop: its scope's path
         self._reported: set[int] = set()
         self._datasets = _Datasets(ctx)
+        self._loops: list[cst.For] = []  # the loops comprehensions stand for (kept alive: keyed by id)
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
@@ -258,6 +259,10 @@ class PadFinalBatch(Rule):
         if dataset is not None:
             return dataset
         source = _unwrap(loop.iter, self._resolver())
+        listed = self._listed(source, [*_loop_path(self.ctx, loop), loop])
+        if listed is not None:
+            listed.names = set(target_names(loop.target))
+            return listed
         if not isinstance(source, cst.Call):
             return None
         name = self.ctx.resolve(source.func, anchor=source)
@@ -452,15 +457,64 @@ class PadFinalBatch(Rule):
             )
         return None
 
+    def _listed(self, source: cst.BaseExpression, path: list[cst.CSTNode]) -> Batching | None:
+        """`[x[i:i + bs] for i in range(0, n, bs)]` (or a generator expression), spelled in the
+        loop header or assigned to the name it iterates: a list of batches, the last smaller."""
+        if isinstance(source, cst.Name):
+            found = self._datasets.binding(source, path)
+            if found is None or found[0] is None or found[2] >= 0:
+                return None
+            source, path = found[0], found[1][:-1]  # type: ignore[assignment]
+        batching = self._comprehension(source, path)
+        if batching is None:
+            return None
+        code = _code(self.ctx, source)
+        return Batching("generator", f"`{_short(code, 60)}`, a list of {batching.cut},", batching.why)
+
+    def _comprehension(self, comp: cst.BaseExpression, path: list[cst.CSTNode]) -> Batching | None:
+        """How a comprehension over `range(...)` cuts ragged slices, as the loop it stands for."""
+        if not isinstance(comp, (cst.ListComp, cst.GeneratorExp)):
+            return None
+        for_in = comp.for_in
+        if for_in.inner_for_in is not None or for_in.ifs or not isinstance(for_in.target, cst.Name):
+            return None
+        source = _unwrap(for_in.iter, self._resolver([*path, comp]))
+        if not (isinstance(source, cst.Call) and isinstance(source.func, cst.Name) and source.func.value == "range"):
+            return None
+        loop = cst.For(
+            target=for_in.target,
+            iter=source,
+            body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Expr(comp.elt)])]),
+        )
+        self._loops.append(loop)
+        self._scopes[id(loop)] = next(
+            (n for n in reversed(path) if isinstance(n, cst.FunctionDef)), self.ctx.module
+        )
+        self._paths[id(loop)] = path
+        batching = self._range_batching(loop, source, for_in.target.value)
+        if batching is None or mentions_padding(comp) or self._checks_divisibility(loop, batching.step):
+            return None
+        return batching
+
     def _generator(self, name: str, path: list[cst.CSTNode]) -> Batching | None:
         """How the generator `name` cuts its batches, when `def name`, visible from `path`, is
         one of this file that yields ragged slices (`for i in range(0, n, bs): yield x[i:i +
-        bs]`, `yield tree_map(lambda a: a[idx[i:i + bs]], data)`)."""
+        bs]`, `yield tree_map(lambda a: a[idx[i:i + bs]], data)`), returns a list of them
+        (appended in such a loop, or a comprehension), or a class of the file whose `__iter__`
+        does."""
         found = self.ctx.device._local_def(name, path)
+        if found is None:
+            found = _iter_method(self.ctx, name, path)
         if found is None or found[0] is None:
             return None
         function, outer = found
         inner_path = [*outer, function, function.body]
+        returned = _returned_names(function)
+        for node in iter_subtree(function.body, into_scopes=False):
+            if isinstance(node, cst.Return) and node.value is not None:
+                listed = self._comprehension(node.value, [*inner_path, node])
+                if listed is not None:
+                    return Batching("generator", f"`{name}(...)`, which returns a list of {listed.cut},", listed.why)
         for inner in iter_subtree(function.body, into_scopes=False):
             if not isinstance(inner, cst.For) or not isinstance(inner.target, cst.Name):
                 continue
@@ -484,6 +538,12 @@ class PadFinalBatch(Rule):
                     return Batching(
                         "generator",
                         f"`{name}(...)`, which yields {batching.cut},",
+                        batching.why,
+                    )
+                if _appends_to(node, returned) and _fed_expr(node.args[0].value, batching):  # type: ignore[attr-defined]
+                    return Batching(
+                        "generator",
+                        f"`{name}(...)`, which returns a list of {batching.cut},",
                         batching.why,
                     )
         return None
@@ -688,6 +748,53 @@ def _unwrap(expr: cst.BaseExpression, resolve) -> cst.BaseExpression:  # type: i
         args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(positional) - 1 else a for i, a in enumerate(positional)]
         return expr.with_changes(func=cst.Name("range"), args=args)
     return expr
+
+
+def _iter_method(ctx, name: str, path: list[cst.CSTNode]):  # type: ignore[no-untyped-def]
+    """`(def __iter__, its scope path)` of the class `name`, when the file binds `name` once,
+    to a class with an `__iter__` method (`for x in Batches(data, bs)` runs it)."""
+    bindings = ctx.bindings.of(name, path)
+    if len(bindings) != 1 or not isinstance(bindings[0].node, cst.ClassDef):
+        return None
+    node = bindings[0].node
+    for statement in getattr(node.body, "body", ()):
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == "__iter__":
+            if isinstance(statement.body, cst.IndentedBlock):
+                return statement, (*bindings[0].path, node, node.body)
+    return None
+
+
+def _returned_names(function: cst.FunctionDef) -> set[str]:
+    """The names `function` returns as they are (`return batches`, `return tuple(batches),
+    key`), not a value computed from them (`return jnp.concatenate(parts)`)."""
+    found: set[str] = set()
+    for node in iter_subtree(function.body, into_scopes=False):
+        if isinstance(node, cst.Return) and node.value is not None:
+            value = node.value
+            for element in [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]:
+                if (
+                    isinstance(element, cst.Call)
+                    and isinstance(element.func, cst.Name)
+                    and element.func.value in ("tuple", "list")
+                    and len(element.args) == 1
+                ):
+                    element = element.args[0].value
+                if isinstance(element, cst.Name):
+                    found.add(element.value)
+    return found
+
+
+def _appends_to(node: cst.CSTNode, names: set[str]) -> bool:
+    """`batches.append(x)` for a list `batches` of `names`."""
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "append"
+        and isinstance(node.func.value, cst.Name)
+        and node.func.value.value in names
+        and len(node.args) == 1
+        and not node.args[0].star
+    )
 
 
 def _same(a: cst.CSTNode, b: cst.CSTNode) -> bool:
