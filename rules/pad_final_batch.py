@@ -5,8 +5,14 @@ loop: `x[i:i + bs]` over `range(0, n, bs)`, `x[b * bs:(b + 1) * bs]` over
 `range(ceil(n / bs))` (also `full + bool(rest)` with `full, rest = divmod(n, bs)`, read
 in the function or one enclosing it; or tqdm's `trange(0, n, bs, desc=...)`,
 `tqdm(range(...))`), the
-chunks of `np.array_split(x, k)`, generators of the file that yield such slices (also inside
-`jax.tree_util.tree_map(lambda a: a[idx[i:i + bs]], data)`), and tf.data pipelines batched
+chunks of `np.array_split(x, k)` or of `np.split(x, range(bs, n, bs))`, groups of
+`itertools.batched(rows, n)` (the library table's `chunkers`: `more_itertools.chunked`,
+`toolz.partition_all`), generators of the file that yield such slices (also inside
+`jax.tree_util.tree_map(lambda a: a[idx[i:i + bs]], data)`), functions of the file returning
+a list of them (`[x[i:i + bs] for i in range(0, n, bs)]`, or slices appended in such a loop),
+such a comprehension itself, classes of the file whose `__iter__` yields them, a generator,
+loader or pipeline of another module of the project that keeps a smaller last batch (the
+project summary's `ragged`), and tf.data pipelines batched
 without `drop_remainder=True` (`tf.data.Dataset.from_tensor_slices(x).batch(bs)`,
 `tfds.load(...).shuffle(n).batch(bs)`, `.padded_batch(bs, ...)`, `tfds.load(...,
 batch_size=bs)`) iterated directly, through `ds.as_numpy_iterator()` / `tfds.as_numpy(ds)` /
@@ -22,9 +28,9 @@ the call) in a `for step in range(...)` or `while` loop, when `it` is made befor
 batched, then `.repeat()`ed dataset ends every pass with a smaller batch; an iterator made in
 the loop gives its first, full batch every time). The pipeline is followed through
 assignments (`ds = ds.batch(bs)`) and `tensorflow` / `tensorflow_datasets` / `tqdm` are
-recognised through the imports. PyTorch's `DataLoader(dataset, batch_size=bs)` (or a class of
-the file that subclasses it, `class NumpyLoader(DataLoader)`) without `drop_last=True` batches
-the same way; with a `batch_sampler`, or the default batch size of 1, it is left alone. So
+recognised through the imports. PyTorch's `DataLoader(dataset, batch_size=bs)` (or
+jax-dataloader's, or a class of the file that subclasses it, `class
+NumpyLoader(DataLoader)`) without `drop_last=True` batches the same way; with a `batch_sampler`, or the default batch size of 1, it is left alone. So
 does a function of the file that builds one with the `**kwargs` it is called with
 (`def numpy_loader(ds, **kwargs): return DataLoader(ds, collate_fn=..., **kwargs)`), and
 grain's `DataLoader(..., operations=[..., grain.Batch(bs)])` without `drop_remainder=True`
@@ -150,6 +156,9 @@ __all__ = ["PadFinalBatch"]
 
 _CEILS = frozenset({"math.ceil", "numpy.ceil", "jax.numpy.ceil"})
 _SPLITS = frozenset({"numpy.array_split", "jax.numpy.array_split"})
+# Splits at given indices (`np.split(x, range(bs, n, bs))`): the part after the last is smaller.
+_INDEX_SPLITS = frozenset({"numpy.split", "jax.numpy.split", "numpy.array_split", "jax.numpy.array_split"})
+_RANGES = frozenset({"numpy.arange", "jax.numpy.arange"})
 
 
 @dataclass
@@ -266,6 +275,13 @@ class PadFinalBatch(Rule):
         if not isinstance(source, cst.Call):
             return None
         name = self.ctx.resolve(source.func, anchor=source)
+        if name in _INDEX_SPLITS and len(source.args) > 1 and self._step_indices(source.args[1].value):
+            return Batching(
+                "split",
+                f"`{_code(self.ctx, source)}`",
+                "unless the step of its indices divides the number of rows (the part after the last is smaller)",
+                names=set(target_names(loop.target)),
+            )
         if name in _SPLITS and source.args:
             sections = _code(self.ctx, source.args[1].value) if len(source.args) > 1 else "the sections"
             return Batching(
@@ -282,6 +298,14 @@ class PadFinalBatch(Rule):
                 found.names = set(target_names(loop.target))
             return found
         return None
+
+    def _step_indices(self, indices: cst.BaseExpression) -> bool:
+        """`range(bs, n, bs)` / `np.arange(bs, n, bs)`: split points every `bs` rows."""
+        if not isinstance(indices, cst.Call) or len(indices.args) != 3 or any(a.keyword or a.star for a in indices.args):
+            return False
+        func = indices.func
+        builtin = isinstance(func, cst.Name) and func.value == "range" and self.ctx.is_builtin("range", anchor=indices)
+        return builtin or self.ctx.resolve(func, anchor=indices) in _RANGES
 
     def _resolver(self, path: list[cst.CSTNode] | None = None):  # type: ignore[no-untyped-def]
         """`resolve(func, call)` for `_unwrap`: names read at the end of `path` (default: the
