@@ -807,7 +807,7 @@ def runs_many_times(
     model's layers or blocks (`range(cfg.num_layers)`, `for block in model.blocks`) runs
     dozens of times in a real model, which is many."""
     if isinstance(loop, (cst.For, cst.While)):
-        if calls and (_plots(ctx, loop) or _sleeps(ctx, loop)):
+        if calls and (_plots(ctx, loop) or paced(ctx, loop)):
             return False
         if searches and _returns(loop):
             return False
@@ -850,7 +850,7 @@ def _returns(loop: cst.For | cst.While) -> bool:
     return False
 
 
-def _sleeps(ctx: FileContext, loop: cst.For | cst.While) -> bool:
+def paced(ctx: FileContext, loop: cst.For | cst.While) -> bool:
     """Whether the loop's body sleeps on every iteration (`time.sleep(0.05)`, not under an
     `if`): it is paced on purpose, a live demo or a poll, and a per-call cost is nothing next
     to the wait."""

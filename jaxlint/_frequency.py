@@ -82,7 +82,7 @@ class LoopRuns:
 
 
 def loop_runs(
-    ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode], *, compiles: bool = False
+    ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode], *, compiles: bool = False, calls: bool = False
 ) -> LoopRuns:
     """How often `loop` (whose ancestors are `ancestors`) runs each time the code around it
     runs, read from its header: a count known from literals (`iteration_count`); the entries
@@ -90,17 +90,24 @@ def loop_runs(
     name that counts things there are few of (`epochs`, `seeds`, `configs`) or a model's parts
     (`layers`, `params`, `devices`); otherwise data, steps or an open `while`: many.
     `compiles`: for a compile per iteration, a model's layers or blocks are many
-    (`runs_many_times(compiles=True)`)."""
-    from ._callgraph import counts_few_things, runs_many_times
+    (`runs_many_times(compiles=True)`).
+    `calls`: for a cost paid on each iteration that is small on its own (a dispatch, a wait
+    for the device, a copy), as `runs_many_times(calls=True)` reads it: a count spelled below
+    `FEW_CALLS` is few (under a hundred waits of a millisecond or so is not a hot path), and
+    so is a loop paced by a sleep on every iteration (the device finishes its work while the
+    host sleeps, so a wait for it costs nothing more)."""
+    from ._callgraph import FEW_CALLS, counts_few_things, paced, runs_many_times
 
     header = _header(ctx, loop)
+    if calls and isinstance(loop, (cst.For, cst.While)) and paced(ctx, loop):
+        return LoopRuns(Often.FEW, f"at a pace it sets itself: it sleeps on every iteration (`{header}`)")
     if counts_few_things(loop):  # type: ignore[arg-type]
         # `for epoch in range(100)`: each iteration is a whole epoch; a cost paid once per
         # iteration is paid next to an epoch's work.
         return LoopRuns(Often.FEW, f"once per epoch, seed or configuration (`{header}`)")
     count = iteration_count(ctx, loop, ancestors)
     if count is not None:
-        often = Often.FEW if count <= FEW else Often.MANY
+        often = Often.FEW if count <= (FEW_CALLS - 1 if calls else FEW) else Often.MANY
         return LoopRuns(often, f"{count} time{'s' if count != 1 else ''} (`{header}`)", count)
     if isinstance(loop, cst.For) and _over_dict_entries(loop.iter):
         return LoopRuns(Often.FEW, f"over the entries of a dict (`{header}`)")

@@ -69,10 +69,13 @@ beside that wait cost a copy, not a stall; of values computed before the loop
 to the device, and inside jitted or otherwise traced code. It also stays silent for a list of
 Python values built to be used where Python values are needed right after
 (`sizes = [int(n[i]) for i in range(dim)]`, then `jnp.arange(-s, s + 1)` for each, or
-`jnp.zeros(sizes)`), in loops whose header says they run 20 times or fewer (`range(16)`, `jnp.array([0.1, 0.5, 0.9])`,
-`range(1, maxiter + 1)` with `maxiter = 15` assigned in the function or the module,
-`enumerate(prompts)` or `range(len(prompts))` over a literal list of a few prompts to verify:
-`jaxlint._frequency`), in loops that do not show they run over data or steps (a caller's
+`jnp.zeros(sizes)`), in loops whose header says they run fewer than a hundred times (`range(50)`,
+`jnp.array([0.1, 0.5, 0.9])`, `range(1, maxiter + 1)` with `maxiter = 30` assigned in the
+function or the module, `enumerate(prompts)` or `range(len(prompts))` over a literal list of a
+few prompts to verify: under a hundred waits of a millisecond or so is not a hot path,
+`_frequency.loop_runs(calls=True)`), in loops that sleep on every iteration (a live display fed
+at a steady pace: the device finishes while the host sleeps, so waiting for it costs nothing
+more), in loops that do not show they run over data or steps (a caller's
 `prompts`, `self.l2_regs`, the rows of an array: `_frequency.streams`; a `range` of a count,
 a loader, a dataset or a progress bar shows it), and for results of functions behind a decorator it
 does not know (`@utils.jit_cpu()`: the decorator may place or convert them), which are not
@@ -282,7 +285,7 @@ class HostCopyInLoop(Rule):
         # around it (`_excused`), not for a loop under it (an eval loop run when it fires).
         for loop in reversed(loops):
             loop_path = path[: _index(path, loop)]
-            if loop_runs(ctx, loop, loop_path).often is not Often.MANY:
+            if loop_runs(ctx, loop, loop_path, calls=True).often is not Often.MANY:
                 # A few times, or a number the code does not show, per iteration of a loop
                 # around it, if any.
                 continue

@@ -6,8 +6,23 @@ import libcst as cst
 import pytest
 
 from jaxlint._context import FileContext
-from jaxlint._frequency import iteration_count, never_runs
+from jaxlint._frequency import Often, iteration_count, loop_runs, never_runs
 from jaxlint._size import leaf_count
+
+
+def _first_loop(source: str) -> tuple[FileContext, cst.For | cst.While, list[cst.CSTNode]]:
+    module = cst.parse_module(source)
+    ctx = FileContext("x.py", source, module)
+    found: list[tuple[cst.For | cst.While, list[cst.CSTNode]]] = []
+
+    def walk(node: cst.CSTNode, path: list[cst.CSTNode]) -> None:
+        if isinstance(node, (cst.For, cst.While)) and not found:
+            found.append((node, path))
+        for child in node.children:
+            walk(child, [*path, node])
+
+    walk(module, [])
+    return ctx, *found[0]
 
 
 def _loop_count(source: str) -> int | None:
@@ -65,6 +80,26 @@ def _loop_count(source: str) -> int | None:
 )
 def test_iteration_count(source: str, count: int | None) -> None:
     assert _loop_count(source) == count
+
+
+@pytest.mark.parametrize(
+    ("source", "often", "per_call"),
+    [
+        ("for i in range(50):\n    step()\n", Often.MANY, Often.FEW),  # a demo's 50 steps: few waits
+        ("for i in range(150):\n    step()\n", Often.MANY, Often.MANY),
+        ("for i in range(16):\n    step()\n", Often.FEW, Often.FEW),
+        ("for batch in loader:\n    step(batch)\n", Often.MANY, Often.MANY),
+        # paced by a sleep on every iteration: the device finishes while the host sleeps
+        ("import time\nfor batch in loader:\n    step(batch)\n    time.sleep(0.05)\n", Often.MANY, Often.FEW),
+        ("import time\nwhile running():\n    step()\n    time.sleep(1)\n", Often.MANY, Often.FEW),
+        ("import time\nfor batch in loader:\n    step(batch)\n    if slow:\n        time.sleep(0.05)\n", Often.MANY, Often.MANY),
+        ("for batch in loader:\n    step(batch)\n    sleep(0.05)\n", Often.MANY, Often.MANY),  # not time.sleep
+    ],
+)
+def test_loop_runs_for_per_call_costs(source: str, often: Often, per_call: Often) -> None:
+    ctx, loop, path = _first_loop(source)
+    assert loop_runs(ctx, loop, path).often is often
+    assert loop_runs(ctx, loop, path, calls=True).often is per_call
 
 
 def _leaves(source: str, name: str) -> int | None:
