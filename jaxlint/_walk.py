@@ -131,3 +131,28 @@ def walk(
     if handlers is not None:
         for handler in handlers:
             handler(root)
+
+
+def path_below(ancestors: list[cst.CSTNode], target: cst.CSTNode) -> list[cst.CSTNode] | None:
+    """The ancestors of `target`, found below the last node of `ancestors`."""
+    root = ancestors[-1]
+    stack: list[tuple[cst.CSTNode, list[cst.CSTNode]]] = [(root, list(ancestors[:-1]))]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        below = [*path, node]
+        stack.extend((child, below) for child in iter_children(node))
+    return None
+
+
+def walk_with_paths(root: cst.CSTNode, path: list[cst.CSTNode]) -> Iterator[tuple[cst.CSTNode, list[cst.CSTNode]]]:
+    """Every node under `root` with its ancestors, not entering nested scopes."""
+    stack: list[tuple[cst.CSTNode, list[cst.CSTNode]]] = [(root, path)]
+    while stack:
+        node, ancestors = stack.pop()
+        yield node, ancestors
+        if node is not root and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        below = [*ancestors, node]
+        stack.extend((child, below) for child in iter_children(node))

@@ -131,8 +131,10 @@ from jaxlint._frequency import Often, loop_evidence, loop_runs, off_by_default
 from jaxlint._context import Loop
 from jaxlint._device import HostCopy
 from jaxlint._jaxapi import FILTER_JIT
-from jaxlint._nodes import comp_fors, free_names, iter_subtree, reads_name, root_name
+from jaxlint._host_needs import needed_now, passed_to_host_library, statement_of
+from jaxlint._nodes import comp_fors, free_names, iter_subtree, reads_name
 from jaxlint._scope import target_names
+from jaxlint._walk import path_below, walk_with_paths
 
 from ._shapes import counters, loop_path as _loop_path
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
@@ -176,7 +178,7 @@ class HostCopyInLoop(Rule):
             return
         values = [a.value for a in node.args if a.keyword is None and not a.star] if copy.kind == "print()" else [copy.value]
         display = copy.kind in _DISPLAY
-        if not display and (self._needed(node) or _discarded(self.ctx.ancestors, node)):
+        if not display and (needed_now(self.ctx, node) or _discarded(self.ctx.ancestors, node)):
             return
         for value in values:
             if isinstance(value, cst.FormattedString):
@@ -194,77 +196,6 @@ class HostCopyInLoop(Rule):
 
     # -- when it is a finding -----------------------------------------------------------------
 
-    def _needed(self, node: cst.Call, path: list[cst.CSTNode] | None = None) -> bool:
-        """The host value is needed right away as a Python value: an index or slice bound
-        (`x[: n.item()]`), a static argument of a JAX op (a shape), `range(...)`, or an
-        assertion (`self.assertEqual(..., x.item())`). `path`: `node`'s ancestors and
-        `node` (default: `node` is being visited)."""
-        path = self.ctx.path_to(node) if path is None else path
-        for parent, child in zip(reversed(path[:-1]), reversed(path)):
-            if isinstance(parent, (cst.SubscriptElement, cst.Assert)):
-                return True
-            if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.CompIf)) and child is parent.test:
-                return True  # `if any(isnan(float(m)) for m in means):` decides what runs next
-            if isinstance(parent, cst.Call) and child is not parent.func:
-                if _is_assertion(parent.func):
-                    return True
-                if isinstance(parent.func, cst.Name) and parent.func.value == "range":
-                    return True
-                if self.ctx.device._compiled_call(parent, tuple(path[: path.index(parent)])) or _is_array_op(self.ctx, parent, path):
-                    return True
-            if isinstance(parent, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-                break
-        if self._static_list(path) or _passed_to_host_library(self.ctx, path):
-            return True
-        statement = _statement_of(path)
-        loop = next(iter(reversed(self.ctx.loops(node, path[:-1]))), None)
-        if loop is None or not isinstance(statement, cst.SimpleStatementLine):
-            return False
-        for small in statement.body:
-            if isinstance(small, cst.Assign) and any(n is small for n in path):
-                names = {n for t in small.targets if isinstance(t.target, (cst.Name, cst.Tuple)) for n in target_names(t.target)}
-                if any(_used_statically(self.ctx, loop, name, statement) for name in names):
-                    return True
-                # `sim.qpos = np.array(state.qpos)` then `mujoco.mj_forward(model, sim)`: the
-                # host object it is stored into is handed to a host library in the loop
-                holders = {root_name(t.target) for t in small.targets if isinstance(t.target, (cst.Attribute, cst.Subscript))}
-                if any(_handed_to_host_library(self.ctx, loop, name) for name in holders - {None}):
-                    return True
-        return False
-
-    def _static_list(self, path: list[cst.CSTNode]) -> bool:
-        """`sizes = [int(n_max[i]) for i in range(dim)]` whose items the function then uses
-        where Python values are needed (`[jnp.arange(-n, n + 1) for n in sizes]`,
-        `jnp.zeros(sizes)`): the list is a static shape, built from a few values."""
-        for index in range(len(path) - 2, 0, -1):
-            comp, child = path[index], path[index + 1]
-            if not isinstance(comp, cst.ListComp) or child is not comp.elt:
-                continue
-            assign = path[index - 1]
-            if not (
-                isinstance(assign, cst.Assign)
-                and assign.value is comp
-                and len(assign.targets) == 1
-                and isinstance(assign.targets[0].target, cst.Name)
-            ):
-                return False
-            name = assign.targets[0].target.value
-            scope = next((n for n in reversed(path[:index]) if isinstance(n, cst.FunctionDef)), self.ctx.module)
-            for node, node_path in _walk_with_paths(scope, []):
-                if node is assign or any(n is assign for n in node_path):
-                    continue
-                if isinstance(node, (cst.For, cst.CompFor)) and isinstance(node.iter, cst.Name) and node.iter.value == name:
-                    owner = node_path[-1] if isinstance(node, cst.CompFor) and node_path else node
-                    for item in target_names(node.target):
-                        if _used_statically(self.ctx, owner, item, node.target):
-                            return True
-                elif isinstance(node, cst.Call) and any(reads_name(a.value, name) for a in node.args):
-                    func = node.func
-                    if (isinstance(func, cst.Name) and func.value == "range") or _is_array_op(self.ctx, node, [*node_path, node]):
-                        return True
-            return False
-        return False
-
     def _repeating_loop(self, node: cst.CSTNode, value: cst.BaseExpression, *, display: bool = False) -> Loop | None:
         """The innermost loop that runs `node` on every iteration, sends device work, and
         produces `value` afresh each time; None when there is none, or `node` is excused.
@@ -274,7 +205,7 @@ class HostCopyInLoop(Rule):
         if not loops:
             return None
         path = ctx.path_to(node)
-        value_path = _path_to(path, value)
+        value_path = path_below(path, value)
         if value_path is None or not ctx.device.holds(value, value_path):
             return None
         if ctx.device.is_traced(ctx.ancestors) or ctx.device.in_test(path):
@@ -310,7 +241,7 @@ class HostCopyInLoop(Rule):
         """`loop` runs an inner loop that does the device work (an epoch loop around a batch
         loop) and `node` is outside it: one copy per epoch is not the bottleneck."""
         inside = {id(n) for n in path}
-        for node, node_path in _walk_with_paths(loop, loop_path):
+        for node, node_path in walk_with_paths(loop, loop_path):
             if node is loop or not isinstance(node, (cst.For, cst.While)) or id(node) in inside:
                 continue
             if self.ctx.device.loop_dispatches(node, node_path):
@@ -335,12 +266,12 @@ class HostCopyInLoop(Rule):
         ):
             return False
         device = self.ctx.device
-        for inner, inner_path in _walk_with_paths(loop.body, [*loop_path, loop]):
+        for inner, inner_path in walk_with_paths(loop.body, [*loop_path, loop]):
             if inner is node or any(p is node for p in inner_path):
                 continue
             if device.dispatches_here(inner, inner_path):
                 return False
-        for inner, inner_path in _walk_with_paths(value, value_path):
+        for inner, inner_path in walk_with_paths(value, value_path):
             if isinstance(inner, cst.Call) and device._compiled_call(inner, tuple(inner_path)):
                 return False
             if isinstance(inner, cst.Subscript) and device.dispatches_here(inner, inner_path):
@@ -360,7 +291,7 @@ class HostCopyInLoop(Rule):
         found = False
         if isinstance(loop, cst.While) and _converts(self.ctx, loop.test, [*loop_path, loop], loop):
             found = True
-        for node, path in _walk_with_paths(loop, loop_path) if not found else ():
+        for node, path in walk_with_paths(loop, loop_path) if not found else ():
             full = [*path, node]
             if isinstance(node, cst.Call):
                 consumer = device.consumer(node, path)
@@ -373,7 +304,7 @@ class HostCopyInLoop(Rule):
                 copy = device.host_copy(node, path)
                 if copy is None or copy.kind in _DISPLAY:
                     continue
-                value_path = _path_to(full, copy.value)
+                value_path = path_below(full, copy.value)
                 if value_path is None or not device.holds(copy.value, value_path):
                     continue
                 if self._guarded(full, loop) or not _fresh(self.ctx, copy.value, value_path, loop):
@@ -386,9 +317,9 @@ class HostCopyInLoop(Rule):
                 # handed back to compiled code (`apply(np.expand_dims(obs, 0))`) is a round
                 # trip, not a need: only Python values count there.
                 if copy.kind in _SCALAR_COPIES:
-                    needs = self._needed(node, full) or self._excused(node, loop, full)
+                    needs = needed_now(self.ctx, node, full) or self._excused(node, loop, full)
                 else:
-                    needs = _tested_here(full, loop) or _passed_to_host_library(self.ctx, full)
+                    needs = _tested_here(full, loop) or passed_to_host_library(self.ctx, full)
                 if needs:
                     found = True
                     break
@@ -429,7 +360,7 @@ class HostCopyInLoop(Rule):
             return True
         # `x = float(v)` whose name the loop then tests (`if x < best`, `while x > tol`), or
         # that the next iteration starts from (`prompt += decode(x)`): the loop needs it.
-        statement = _statement_of(path)
+        statement = statement_of(path)
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 if isinstance(small, (cst.Assign, cst.AugAssign)) and any(n is small for n in path):
@@ -703,11 +634,6 @@ def _donated(loop: cst.CSTNode, value: cst.BaseExpression) -> bool:
     return False
 
 
-def _statement_of(path: list[cst.CSTNode]) -> cst.CSTNode | None:
-    """The innermost statement line or compound statement on `path`."""
-    return next((n for n in reversed(path) if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement))), None)
-
-
 def _plain_copy(node: cst.Call, copy: HostCopy) -> bool:
     """One positional argument (no `dtype=`, `copy=`...) or a method call without arguments."""
     if copy.kind.startswith("."):
@@ -864,14 +790,14 @@ def _converts(ctx, test: cst.BaseExpression, path: list[cst.CSTNode], loop: Loop
     if isinstance(test, cst.BooleanOperation):
         parts = [test.left, test.right]
     for part in parts:
-        part_path = _path_to([*path, test], part) if part is not test else path
+        part_path = path_below([*path, test], part) if part is not test else path
         if part_path is None:
             continue
         if isinstance(part, cst.Call) and isinstance(part.func, cst.Attribute):
             # `while not timestep.last():`, `if (a[:2] == b[:2]).all():`: a method of a fresh
             # device value, whose result Python takes the truth value of.
             receiver = part.func.value
-            receiver_path = _path_to([*part_path, part, part.func], receiver)
+            receiver_path = path_below([*part_path, part, part.func], receiver)
             if receiver_path is not None and ctx.device.holds(receiver, receiver_path) and _fresh(ctx, receiver, receiver_path, loop):
                 return True
         if ctx.device.holds(part, part_path) and _fresh(ctx, part, part_path, loop):
@@ -881,7 +807,7 @@ def _converts(ctx, test: cst.BaseExpression, path: list[cst.CSTNode], loop: Loop
             # value of something computed from a fresh device value, which waits for it.
             call_path = [*part_path, part]
             for arg in part.args:
-                arg_path = _path_to(call_path, arg.value)
+                arg_path = path_below(call_path, arg.value)
                 if (
                     arg_path is not None
                     and isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript))
@@ -897,45 +823,10 @@ def _converts(ctx, test: cst.BaseExpression, path: list[cst.CSTNode], loop: Loop
 def _assigned_device(ctx, loop: cst.While, name: str) -> bool:  # type: ignore[no-untyped-def]
     """Whether the loop body assigns `name` a device value."""
     loop_path = _loop_path(ctx, loop)
-    for node, path in _walk_with_paths(loop.body, [*loop_path, loop]):
+    for node, path in walk_with_paths(loop.body, [*loop_path, loop]):
         if isinstance(node, cst.Assign) and any(name in target_names(t.target) for t in node.targets):
-            value_path = _path_to([*path, node], node.value)
+            value_path = path_below([*path, node], node.value)
             if value_path is not None and ctx.device.holds(node.value, value_path):
-                return True
-    return False
-
-
-def _is_assertion(func: cst.BaseExpression) -> bool:
-    last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-    return last.startswith(("assert", "assert_")) or last in ("check", "expect")
-
-
-def _is_array_op(ctx, call: cst.Call, path: list[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]
-    from jaxlint._jaxapi import is_array_op
-
-    name = ctx.resolve(call.func, path[: path.index(call)], anchor=call)
-    return name is not None and is_array_op(name)
-
-
-def _used_statically(ctx, loop: Loop, name: str, assignment: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
-    """Whether the loop uses `name` where a Python value is needed: an index or slice,
-    `range(...)`, or an argument of a JAX op or jitted call (a shape, a static argument)."""
-    for node, path in _walk_with_paths(loop, []):
-        if node is assignment:
-            continue
-        if isinstance(node, cst.SubscriptElement) and reads_name(node, name):
-            return True
-        if isinstance(node, cst.Call) and any(reads_name(a.value, name) for a in node.args):
-            func = node.func
-            if isinstance(func, cst.Name) and func.value == "range":
-                return True
-            if any(n is assignment for n in path):
-                continue
-            if _is_assertion(func):
-                return True
-            if ctx.resolve(func, path, anchor=node) is not None and _is_array_op(ctx, node, [*path, node]):
-                return True
-            if _feeds_host_library(ctx, node, [*path, node]):
                 return True
     return False
 
@@ -962,36 +853,6 @@ def _tested_here(path: list[cst.CSTNode], loop: Loop) -> bool:
         isinstance(p, (cst.If, cst.While, cst.IfExp, cst.CompIf)) and c is p.test
         for p, c in zip(path[start:], path[start + 1 :])
     )
-
-
-def _handed_to_host_library(ctx, loop: Loop, name: str) -> bool:  # type: ignore[no-untyped-def]
-    """Whether the loop passes `name` to a function of a host library (`_feeds_host_library`)."""
-    for node, path in _walk_with_paths(loop, []):
-        if isinstance(node, cst.Call) and any(reads_name(a.value, name) for a in node.args):
-            if _feeds_host_library(ctx, node, [*path, node]):
-                return True
-    return False
-
-
-def _passed_to_host_library(ctx, path: list[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]
-    """Whether the end of `path` is an argument, within its statement, of a call of a host
-    library that computes with it now (`make_moons(random_state=int(seed))`)."""
-    for parent, child in zip(reversed(path[:-1]), reversed(path)):
-        if isinstance(parent, cst.Call) and child is not parent.func and _feeds_host_library(ctx, parent, path):
-            return True
-        if isinstance(parent, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            return False
-    return False
-
-
-def _feeds_host_library(ctx, call: cst.Call, path: list[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]
-    """`call` is a function of a host library that computes with its arguments at once
-    (`sklearn.datasets.make_moons`, `PIL.Image.fromarray`: `library.toml`'s host-consumers)."""
-    from jaxlint._jaxapi import is_host_consumer
-
-    index = next((i for i, n in enumerate(path) if n is call), len(path))
-    name = ctx.resolve(call.func, path[:index], anchor=call)
-    return name is not None and is_host_consumer(name)
 
 
 _GROWING_METHODS = frozenset({"append", "extend", "add", "update", "insert", "appendleft"})
@@ -1110,39 +971,10 @@ def _fresh(ctx, value: cst.BaseExpression, value_path: list[cst.CSTNode], loop: 
         return True
     for node in iter_subtree(value, into_scopes=False):
         if isinstance(node, cst.Call):
-            sub_path = _path_to([*value_path, value], node)
+            sub_path = path_below([*value_path, value], node)
             if sub_path is not None and ctx.device.dispatches_here(node, sub_path):
                 return True
     return False
-
-
-def _path_to(ancestors: list[cst.CSTNode], target: cst.CSTNode) -> list[cst.CSTNode] | None:
-    """The ancestors of `target`, found below the last node of `ancestors`."""
-    root = ancestors[-1]
-    stack: list[tuple[cst.CSTNode, list[cst.CSTNode]]] = [(root, list(ancestors[:-1]))]
-    from jaxlint._walk import iter_children
-
-    while stack:
-        node, path = stack.pop()
-        if node is target:
-            return path
-        below = [*path, node]
-        stack.extend((child, below) for child in iter_children(node))
-    return None
-
-
-def _walk_with_paths(root: cst.CSTNode, path: list[cst.CSTNode]):  # type: ignore[no-untyped-def]
-    """Every node under `root` with its ancestors, not entering nested scopes."""
-    from jaxlint._walk import iter_children
-
-    stack: list[tuple[cst.CSTNode, list[cst.CSTNode]]] = [(root, path)]
-    while stack:
-        node, ancestors = stack.pop()
-        yield node, ancestors
-        if node is not root and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        below = [*ancestors, node]
-        stack.extend((child, below) for child in iter_children(node))
 
 
 def _index(path: list[cst.CSTNode], node: cst.CSTNode) -> int:

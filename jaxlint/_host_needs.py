@@ -1,0 +1,177 @@
+"""What the host needs now: a device value converted where Python must have it at once.
+
+A copy to the host inside a loop stalls the loop, unless the program needs the Python value
+right away and no reordering could defer it: an index or slice bound (`x[: n.item()]`), a
+static argument of a JAX op (a shape), `range(...)`, an assertion, a test that decides what
+runs next, a list of sizes then used as shapes, or an argument of a host library that
+computes with it at once (`library.toml`'s `host-consumers`: sklearn, scipy, mujoco, PIL...).
+Rules that weigh a host copy (host-copy-in-loop) ask here rather than guessing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from ._jaxapi import is_array_op, is_host_consumer
+from ._nodes import reads_name, root_name
+from ._scope import target_names
+from ._walk import path_below, walk_with_paths
+
+if TYPE_CHECKING:
+    from ._context import FileContext
+
+
+__all__ = [
+    "array_op_call",
+    "feeds_host_library",
+    "handed_to_host_library",
+    "is_assertion",
+    "needed_now",
+    "passed_to_host_library",
+    "statement_of",
+    "static_list",
+    "used_statically",
+]
+
+
+def statement_of(path: list[cst.CSTNode]) -> cst.CSTNode | None:
+    """The innermost statement line or compound statement on `path`."""
+    return next((n for n in reversed(path) if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement))), None)
+
+
+def needed_now(ctx: FileContext, node: cst.Call, path: list[cst.CSTNode] | None = None) -> bool:
+    """The host value is needed right away as a Python value: an index or slice bound
+    (`x[: n.item()]`), a static argument of a JAX op (a shape), `range(...)`, or an
+    assertion (`self.assertEqual(..., x.item())`). `path`: `node`'s ancestors and
+    `node` (default: `node` is being visited)."""
+    path = ctx.path_to(node) if path is None else path
+    for parent, child in zip(reversed(path[:-1]), reversed(path)):
+        if isinstance(parent, (cst.SubscriptElement, cst.Assert)):
+            return True
+        if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.CompIf)) and child is parent.test:
+            return True  # `if any(isnan(float(m)) for m in means):` decides what runs next
+        if isinstance(parent, cst.Call) and child is not parent.func:
+            if is_assertion(parent.func):
+                return True
+            if isinstance(parent.func, cst.Name) and parent.func.value == "range":
+                return True
+            if ctx.device._compiled_call(parent, tuple(path[: path.index(parent)])) or array_op_call(ctx, parent, path):
+                return True
+        if isinstance(parent, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            break
+    if static_list(ctx, path) or passed_to_host_library(ctx, path):
+        return True
+    statement = statement_of(path)
+    loop = next(iter(reversed(ctx.loops(node, path[:-1]))), None)
+    if loop is None or not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        if isinstance(small, cst.Assign) and any(n is small for n in path):
+            names = {n for t in small.targets if isinstance(t.target, (cst.Name, cst.Tuple)) for n in target_names(t.target)}
+            if any(used_statically(ctx, loop, name, statement) for name in names):
+                return True
+            # `sim.qpos = np.array(state.qpos)` then `mujoco.mj_forward(model, sim)`: the
+            # host object it is stored into is handed to a host library in the loop
+            holders = {root_name(t.target) for t in small.targets if isinstance(t.target, (cst.Attribute, cst.Subscript))}
+            if any(handed_to_host_library(ctx, loop, name) for name in holders - {None}):
+                return True
+    return False
+
+
+def static_list(ctx: FileContext, path: list[cst.CSTNode]) -> bool:
+    """`sizes = [int(n_max[i]) for i in range(dim)]` whose items the function then uses
+    where Python values are needed (`[jnp.arange(-n, n + 1) for n in sizes]`,
+    `jnp.zeros(sizes)`): the list is a static shape, built from a few values."""
+    for index in range(len(path) - 2, 0, -1):
+        comp, child = path[index], path[index + 1]
+        if not isinstance(comp, cst.ListComp) or child is not comp.elt:
+            continue
+        assign = path[index - 1]
+        if not (
+            isinstance(assign, cst.Assign)
+            and assign.value is comp
+            and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name)
+        ):
+            return False
+        name = assign.targets[0].target.value
+        scope = next((n for n in reversed(path[:index]) if isinstance(n, cst.FunctionDef)), ctx.module)
+        for node, node_path in walk_with_paths(scope, []):
+            if node is assign or any(n is assign for n in node_path):
+                continue
+            if isinstance(node, (cst.For, cst.CompFor)) and isinstance(node.iter, cst.Name) and node.iter.value == name:
+                owner = node_path[-1] if isinstance(node, cst.CompFor) and node_path else node
+                for item in target_names(node.target):
+                    if used_statically(ctx, owner, item, node.target):
+                        return True
+            elif isinstance(node, cst.Call) and any(reads_name(a.value, name) for a in node.args):
+                func = node.func
+                if (isinstance(func, cst.Name) and func.value == "range") or array_op_call(ctx, node, [*node_path, node]):
+                    return True
+        return False
+    return False
+
+
+def is_assertion(func: cst.BaseExpression) -> bool:
+    """`self.assertEqual`, `np.testing.assert_allclose`, `check`, `expect`: a test of the value."""
+    last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    return last.startswith(("assert", "assert_")) or last in ("check", "expect")
+
+
+def array_op_call(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode]) -> bool:
+    """`call` (on `path`, which ends with it) is a JAX or NumPy array operation."""
+    name = ctx.resolve(call.func, path[: path.index(call)], anchor=call)
+    return name is not None and is_array_op(name)
+
+
+def used_statically(ctx: FileContext, loop: cst.CSTNode, name: str, assignment: cst.CSTNode) -> bool:
+    """Whether the loop uses `name` where a Python value is needed: an index or slice,
+    `range(...)`, or an argument of a JAX op or jitted call (a shape, a static argument)."""
+    for node, path in walk_with_paths(loop, []):
+        if node is assignment:
+            continue
+        if isinstance(node, cst.SubscriptElement) and reads_name(node, name):
+            return True
+        if isinstance(node, cst.Call) and any(reads_name(a.value, name) for a in node.args):
+            func = node.func
+            if isinstance(func, cst.Name) and func.value == "range":
+                return True
+            if any(n is assignment for n in path):
+                continue
+            if is_assertion(func):
+                return True
+            if ctx.resolve(func, path, anchor=node) is not None and array_op_call(ctx, node, [*path, node]):
+                return True
+            if feeds_host_library(ctx, node, [*path, node]):
+                return True
+    return False
+
+
+def handed_to_host_library(ctx: FileContext, loop: cst.CSTNode, name: str) -> bool:
+    """Whether the loop passes `name` to a function of a host library (`feeds_host_library`)."""
+    for node, path in walk_with_paths(loop, []):
+        if isinstance(node, cst.Call) and any(reads_name(a.value, name) for a in node.args):
+            if feeds_host_library(ctx, node, [*path, node]):
+                return True
+    return False
+
+
+def passed_to_host_library(ctx: FileContext, path: list[cst.CSTNode]) -> bool:
+    """Whether the end of `path` is an argument, within its statement, of a call of a host
+    library that computes with it now (`make_moons(random_state=int(seed))`)."""
+    for parent, child in zip(reversed(path[:-1]), reversed(path)):
+        if isinstance(parent, cst.Call) and child is not parent.func and feeds_host_library(ctx, parent, path):
+            return True
+        if isinstance(parent, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return False
+    return False
+
+
+def feeds_host_library(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode]) -> bool:
+    """`call` is a function of a host library that computes with its arguments at once
+    (`sklearn.datasets.make_moons`, `PIL.Image.fromarray`: `library.toml`'s host-consumers)."""
+    index = next((i for i, n in enumerate(path) if n is call), len(path))
+    name = ctx.resolve(call.func, path[:index], anchor=call)
+    return name is not None and is_host_consumer(name)
