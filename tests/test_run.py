@@ -578,7 +578,7 @@ def test_check_evidence_says_when_a_flagged_line_cost_nothing(run_cli, tmp_path:
 
 
             x = jnp.zeros(3)
-            for _ in range(50):
+            for _ in range(150):
                 x = step(x)
                 print(float(x[0]))
             """),
@@ -588,12 +588,12 @@ def test_check_evidence_says_when_a_flagged_line_cost_nothing(run_cli, tmp_path:
     run.write_text(json.dumps({
         "jaxlint_run": 1, "wall_seconds": 1.0, "device": {"device_kind": "cpu"}, "findings": [],
         "lines": [{"path": "prog.py", "file": str(tmp_path / "prog.py"), "line": 13, "seconds": 0.0,
-                   "host_syncs": 50, "host_waits": 0, "host_wait_seconds": 0.0}],
+                   "host_syncs": 150, "host_waits": 0, "host_wait_seconds": 0.0}],
     }), encoding="utf-8")  # fmt: skip
     result = run_cli("check", "--evidence", run, "--output-format", "json", "prog.py")
     [finding] = [f for f in json.loads(result.stdout) if f["code"] == "JL005"]
     assert finding["line"] == 13
-    assert any("converted device arrays here 50 times and none of them waited" in e for e in finding["evidence"])
+    assert any("converted device arrays here 150 times and none of them waited" in e for e in finding["evidence"])
 
 
 def test_check_evidence_with_eager_dispatch_and_clock_reads(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -634,7 +634,7 @@ def test_check_evidence_with_eager_dispatch_and_clock_reads(run_cli, tmp_path: P
 @pytest.mark.parametrize(
     ("case", "measured"),
     [
-        ("host-copy-in-loop/bad_scan_over_device_array", {20: ("JL005", "37 of them computed since the program last waited")}),
+        ("host-copy-in-loop/bad_scan_over_device_array", {20: ("JL005", "181 of them computed since the program last waited")}),
         ("unsynced-timing/bad_benchmark_loop", {
             21: ("JL006", "`decode_step` was first called here inside the interval timed by the clock read at line 22"),
             22: ("JL006", "1 array dispatched in it and not waited for"),
