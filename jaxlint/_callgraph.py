@@ -648,6 +648,58 @@ class CallGraph:
         self._repeats(function, (), found, {id(function.node)}, compiles)
         return found
 
+    def repeated_elsewhere(self, function: Function) -> str | None:
+        """How `function` (a top-level function, or a method of a top-level class) comes to run
+        many times though no loop of this file calls it, as evidence to report: another module
+        of the project calls it once per iteration of a loop (`_project`: "called once per
+        iteration of the loop at train.py:40"), or it is a method its framework calls on every
+        step (`library.toml`'s `per-step-methods`: an environment's `step`). None otherwise."""
+        ctx = self.ctx
+        owner = function.owner
+        if owner is ctx.module:
+            name = function.name
+        elif isinstance(owner, cst.ClassDef) and owner in ctx.module.body:
+            name = f"{owner.name.value}.{function.name}"
+        else:
+            return None
+        if ctx.project is not None and ctx.module_name is not None:
+            looped = ctx.project.looped(f"{ctx.module_name}.{name}")
+            if looped is not None:
+                where, line = looped
+                return f"called once per iteration of the loop at {where}:{line}"
+        if isinstance(owner, cst.ClassDef):
+            entry = _jaxapi.active().per_step_method(function.name, self.ancestors(owner))
+            if entry is not None:
+                return f"a `{entry}`, which its framework calls on every step"
+        return None
+
+    def ancestors(self, cls: cst.ClassDef) -> set[str]:
+        """The qualified names of the classes `cls` (a top-level class of the file) subclasses:
+        through its imports, other classes of the file and, with a project, classes of other
+        modules."""
+        ctx = self.ctx
+        found: set[str] = set()
+        classes = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.ClassDef)}
+        stack, seen = [cls], {id(cls)}
+        while stack:
+            node = stack.pop()
+            for base in node.bases:
+                if base.keyword is not None or base.star:
+                    continue
+                resolved = ctx.resolve(base.value, [ctx.module], anchor=node)
+                local = classes.get(base.value.value) if isinstance(base.value, cst.Name) else None
+                if resolved is None and local is not None:
+                    if id(local) not in seen:
+                        seen.add(id(local))
+                        stack.append(local)
+                    continue
+                if resolved is None:
+                    continue
+                found.add(resolved)
+                if ctx.project is not None:
+                    found |= ctx.project.ancestors(resolved, ctx.module_name)
+        return found
+
     def _repeats(
         self, function: Function, chain: tuple[Function, ...], found: list[Repeat], seen: set[int], compiles: bool
     ) -> None:

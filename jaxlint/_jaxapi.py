@@ -64,7 +64,7 @@ __all__ = [
 LIBRARY_FILE = Path(__file__).with_name("library.toml")
 
 # The sections of `library.toml` that `[tool.jaxlint]` may extend (`extend-<section>`).
-EXTENSIBLE = ("jit-wrappers", "transforms", "tracing-calls", "blocking-calls", "host-copies")
+EXTENSIBLE = ("jit-wrappers", "transforms", "tracing-calls", "blocking-calls", "host-copies", "per-step-methods")
 
 # A dotted Python name: `mylib.compile`, `jax.jit`.
 DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
@@ -79,6 +79,7 @@ class Library:
     tracing_calls: frozenset[str]
     blocking_calls: frozenset[str]
     host_copies: frozenset[str]
+    per_step_methods: frozenset[str] = frozenset()
     # The names users added (section -> names), empty for the shipped table.
     extensions: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # What the table changes in the facts and findings of a file: "" for the shipped table.
@@ -95,6 +96,21 @@ class Library:
             changes[attribute] = getattr(self, attribute) | frozenset(names)
         text = "\n".join(f"{section} {' '.join(names)}" for section, names in added)
         return replace(self, **changes, extensions=added, digest=hashlib.sha256(text.encode()).hexdigest()[:16])
+
+    def per_step_method(self, method: str, bases: Iterable[str]) -> str | None:
+        """The `per-step-methods` entry that makes `method` of a class with the ancestors
+        `bases` (qualified names) one its framework calls over and over, or None."""
+        for entry in sorted(self.per_step_methods):
+            owner, _, name = entry.rpartition(".")
+            if name != method:
+                continue
+            if owner.endswith(".*"):
+                prefix = owner[:-1]
+                if any(base.startswith(prefix) for base in bases):
+                    return entry
+            elif owner in bases:
+                return entry
+        return None
 
     @cached_property
     def tracing(self) -> frozenset[str]:

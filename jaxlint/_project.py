@@ -17,7 +17,9 @@ records, per module:
   re-exports), its `from x import *` and `__all__`, its factories (functions returning a
   jitted callable) and its top-level `step = make_step(...)` calls;
 - `forwards`: which parameters its top-level functions hand, unchanged, to a call of a project
-  callable (`Project.forwarded` keeps those whose callable is jitted).
+  callable (`Project.forwarded` keeps those whose callable is jitted);
+- `looped`: the project callables it calls once per iteration of a loop, and where
+  (`Project.looped`: a function another module's loop runs many times).
 
 `Project` joins them: `jitted(name)` for a call of an imported name, and `traced_only(name)`
 for a function that other modules call only from traced code and nowhere else, so that its
@@ -35,7 +37,7 @@ import ast
 import hashlib
 import re
 from collections.abc import Iterable, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +83,12 @@ class ModuleFacts:
     # of a project callable (`def next_token(w, tokens): return argmax(logits(w, tokens))`),
     # as (function, "index:callee"): whether the callee is jitted, the project says.
     forwards: tuple[tuple[str, str], ...] = ()
+    # The project callables it calls once per iteration of a loop, as (absolute name, line of
+    # the outermost such loop): a top-level function (`pkg.steps.update`), or a method of a
+    # class (`pkg.agent.Agent.act`) called on `self` or on a name the function binds to a
+    # call of that class (`agent = Agent(...)`). Loops over a short literal table, tests and
+    # traced bodies are left out.
+    looped: tuple[tuple[str, str], ...] = ()
     # Whether its tree was read, so every call it makes is in `traced_calls`/`eager_calls`
     # (False: read from its import lines alone; `steps.train_step(...)` is not known).
     parsed: bool = False
@@ -106,6 +114,7 @@ class Project:
     _builds: dict[str, str] = field(default_factory=dict)  # function -> what it returns (`builds`)
     _streams: set[str] = field(default_factory=set)  # generators over data, iterable classes
     _forwards: dict[str, tuple[tuple[int, str], ...]] = field(default_factory=dict)  # function -> (index, callee)
+    _looped: dict[str, tuple[str, int]] = field(default_factory=dict)  # callee -> (display path, loop line)
     digest: str = ""
     library: _jaxapi.Library = field(default_factory=_jaxapi.base_library)  # with `extend-*` names
 
@@ -156,6 +165,9 @@ class Project:
                         project._jitted.setdefault(f"{module.module}.{name}", api)
         project._module_classes()
         canonical = project.canonical if imported_jit else (lambda name: name)
+        for display, module in sorted(facts, key=lambda pair: pair[0]):
+            for callee, line in module.looped:
+                project._looped.setdefault(canonical(callee), (display, int(line)))
         for _, module in facts:
             project._traced.update(map(canonical, module.traced_calls))
             project._eager.update(map(canonical, module.eager_calls))
@@ -193,14 +205,25 @@ class Project:
                 target = self.canonical(name)
                 made = self._built(target, 0) if target in self._bases or target in self._builds or target in self._streams else None
                 handed = self._forwarded(target) if target in self._forwards else ()
+                bases = " ".join(sorted(self.ancestors(target))) if target in self._bases else ""
                 known = answers[name] = (
-                    f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''} {handed}"
+                    f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''} {handed} {bases}"
                 )
             return known
 
+        looped: dict[str, list[str]] = {}  # module -> its callables other loops call, and where
+        module_names = set(self.modules.values())
+        for name, (where, line) in sorted(self._looped.items()):
+            owner = name
+            while "." in owner:
+                owner = owner.rpartition(".")[0]
+                if owner in module_names:
+                    looped.setdefault(owner, []).append(f"looped {name} {where}:{line}")
+                    break
         for display, module in facts:
             lines = [self.library.digest, module.module, str(imported_jit), str(display in self._calls_jitted)]
             lines += traced_only.get(module.module, ())
+            lines += looped.get(module.module, ())
             if imported_jit:
                 read: set[str] = set()
                 for name in module.imports | module.traced_calls | module.eager_calls:
@@ -293,6 +316,26 @@ class Project:
             else:
                 kinds.append("")
         return tuple(kinds) if any(kinds) else None
+
+    def ancestors(self, name: str, module: str | None = None) -> set[str]:
+        """The classes the class `name` (as imported into `module`) subclasses, directly or
+        through classes of the project (followed through re-exports): qualified names, those
+        of other libraries as the project imports them."""
+        found: set[str] = set()
+        stack = [self.canonical(self._absolute(name, module))]
+        while stack and len(found) < 64:
+            for base in self._bases.get(stack.pop(), ()):
+                base = self.canonical(base)
+                if base not in found:
+                    found.add(base)
+                    stack.append(base)
+        return found
+
+    def looped(self, name: str) -> tuple[str, int] | None:
+        """Where another module calls the project callable `name` (absolute: `pkg.steps.f`,
+        `pkg.agent.Agent.act`) once per iteration of a loop: (its display path, the loop's
+        line), or None."""
+        return self._looped.get(name)
 
     def module_class(self, name: str, module: str | None = None) -> bool:
         """Whether `name` (as imported into `module`) is a Module class of the project."""
@@ -422,7 +465,8 @@ def summarize(module: str, text: str, *, package: bool = False) -> ModuleFacts:
         aliases, stars = _top_level_imports(anchor, text)
         assigned = _assigned_calls(module, text, dict(aliases))
         return ModuleFacts(
-            module, eager_calls=names, imports=names, aliases=aliases, stars=stars, exports=_all_of(text), assigned=assigned
+            module, eager_calls=names, imports=names, aliases=aliases, stars=stars, exports=_all_of(text), assigned=assigned,
+            looped=_loop_calls_of(module, anchor, text),
         )
     try:
         tree = ast.parse(text)
@@ -656,6 +700,7 @@ class _Summary:
             builds=tuple(sorted(self._builds().items())),
             streams=tuple(sorted(self._streams())),
             forwards=tuple(sorted(self._forwards())),
+            looped=_LoopCalls(self.module, self.imports, set(self.functions), self.class_names, traced).found(self.tree),
             parsed=True,
         )
 
@@ -822,6 +867,153 @@ def _last_value(read: ast.Name, ordered: list[ast.Assign]) -> ast.expr | None:
     return before[-1].value if before else None
 
 
+# A module without a loop statement calls nothing once per iteration.
+_LOOP_WORDS = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:for|while)\b", re.MULTILINE)
+
+
+def _loop_calls_of(module: str, anchor: str, text: str) -> tuple[tuple[str, str], ...]:
+    """`ModuleFacts.looped` of a module read without a full summary (it traces nothing)."""
+    if not _LOOP_WORDS.search(text):
+        return ()
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()
+    imports: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                imports[alias.asname or alias.name.split(".", 1)[0]] = alias.name if alias.asname else alias.name.split(".", 1)[0]
+        elif isinstance(node, ast.ImportFrom):
+            base = absolute_name("." * node.level + (node.module or ""), anchor)
+            for alias in node.names:
+                if alias.name != "*":
+                    imports[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
+    functions = {s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    classes = {s.name for s in tree.body if isinstance(s, ast.ClassDef)}
+    return _LoopCalls(module, imports, functions, classes, set()).found(tree)
+
+
+class _LoopCalls:
+    """The project callables a module calls once per iteration of a loop (`ModuleFacts.looped`):
+    one walk over its statements, reading the expressions of loop bodies only."""
+
+    def __init__(self, module: str, imports: dict[str, str], functions: set[str], classes: set[str], traced: set[str]) -> None:
+        self.module = module
+        self.imports = imports
+        self.functions = functions
+        self.classes = classes
+        self.traced = traced  # top-level functions whose bodies run traced
+        self.calls: dict[str, int] = {}
+
+    def found(self, tree: ast.Module) -> tuple[tuple[str, str], ...]:
+        self._walk(tree.body, None, {}, None)
+        return tuple(sorted((name, str(line)) for name, line in self.calls.items()))
+
+    def _walk(self, body: list[ast.stmt], cls: str | None, bound: dict[str, str | None], loop: int | None) -> None:
+        for statement in body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if not _test_name(statement.name) and not (cls is None and statement.name in self.traced) and not any(
+                    self._resolve(d.func if isinstance(d, ast.Call) else d) in _jaxapi.TRACING for d in statement.decorator_list
+                ):
+                    self._walk(statement.body, cls, {}, None)  # its body runs when it is called
+                continue
+            if isinstance(statement, ast.ClassDef):
+                if not _test_name(statement.name):
+                    self._walk(statement.body, statement.name if cls is None else "", {}, None)
+                continue
+            if isinstance(statement, ast.Assign):
+                self._bind(statement, bound)
+            inner = guarded = loop
+            if isinstance(statement, (ast.For, ast.AsyncFor, ast.While)) and loop is None and not _few_items(statement):
+                inner = guarded = statement.lineno
+            elif isinstance(statement, ast.If) and any(
+                isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) for node in ast.walk(statement.test)
+            ):
+                guarded = None  # `if step % every == 0:`: once in a while, not per iteration
+            if loop is not None:
+                for node in _own_expressions(statement):
+                    if isinstance(node, ast.Call):
+                        callee = self._callee(node.func, cls, bound)
+                        if callee is not None:
+                            self.calls.setdefault(callee, loop)
+            elif isinstance(statement, ast.While) and inner is not None:
+                for node in ast.walk(statement.test):
+                    if isinstance(node, ast.Call):
+                        callee = self._callee(node.func, cls, bound)
+                        if callee is not None:
+                            self.calls.setdefault(callee, inner)
+            for name in ("body", "orelse", "finalbody"):
+                block = getattr(statement, name, None)
+                if isinstance(block, list):
+                    self._walk([s for s in block if isinstance(s, ast.stmt)], cls, bound, guarded if name == "body" else inner)
+            for handler in getattr(statement, "handlers", ()):
+                self._walk(handler.body, cls, bound, inner)
+            if isinstance(statement, ast.Match):
+                for case in statement.cases:
+                    self._walk(case.body, cls, bound, inner)
+
+    def _bind(self, statement: ast.Assign, bound: dict[str, str | None]) -> None:
+        """`agent = Agent(...)`: the name holds an instance of that class (None: bound to
+        something else too)."""
+        made = None
+        if isinstance(statement.value, ast.Call):
+            func = statement.value.func
+            if isinstance(func, ast.Name) and func.id in self.classes and func.id not in self.imports:
+                made = f"{self.module}.{func.id}"
+            else:
+                name = self._resolve(func)
+                if name is not None and name.rpartition(".")[2][:1].isupper():
+                    made = name
+        for target in statement.targets:
+            if isinstance(target, ast.Name):
+                bound[target.id] = made if target.id not in bound else None
+
+    def _resolve(self, expr: ast.expr) -> str | None:
+        parts: list[str] = []
+        while isinstance(expr, ast.Attribute):
+            parts.insert(0, expr.attr)
+            expr = expr.value
+        if not isinstance(expr, ast.Name) or expr.id not in self.imports:
+            return None
+        return ".".join([self.imports[expr.id], *parts])
+
+    def _callee(self, func: ast.expr, cls: str | None, bound: dict[str, str | None]) -> str | None:
+        if isinstance(func, ast.Name):
+            if func.id in bound:
+                return None
+            if func.id in self.functions and func.id not in self.imports:
+                return None  # the module's own call graph follows its functions
+            return self.imports.get(func.id)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            receiver = func.value.id
+            if receiver == "self" and cls:
+                return f"{self.module}.{cls}.{func.attr}"
+            if receiver in bound:
+                made = bound[receiver]
+                return f"{made}.{func.attr}" if made is not None else None
+        return self._resolve(func) if isinstance(func, ast.Attribute) else None
+
+
+def _test_name(name: str) -> bool:
+    return name.startswith(("test", "Test")) or name.endswith(("Test", "Tests", "TestCase"))
+
+
+def _few_items(loop: ast.For | ast.AsyncFor | ast.While) -> bool:
+    """A loop over a literal table of at most four entries, or `range` of at most four."""
+    if isinstance(loop, ast.While):
+        return False
+    iterable = loop.iter
+    if isinstance(iterable, (ast.List, ast.Tuple, ast.Set)):
+        return len(iterable.elts) <= 4
+    if isinstance(iterable, ast.Dict):
+        return len(iterable.keys) <= 4
+    if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range":
+        args = iterable.args
+        return len(args) == 1 and isinstance(args[0], ast.Constant) and isinstance(args[0].value, int) and args[0].value <= 4
+    return False
+
+
 def _yields_in_loop(body: list[ast.stmt], in_loop: bool) -> bool:
     """Whether the statements `body` yield inside a loop (not in nested functions or classes)."""
     for statement in body:
@@ -903,10 +1095,18 @@ def _module_facts(
             known = summarize(module, text, package=path.stem == "__init__")
             if notebook:
                 known = _unimportable(known)
+            elif known.looped and _test_path(display, path):
+                known = replace(known, looped=())  # a test's loops check, they do not run steps
             if store is not None:
                 store[key] = _stored(known)
         facts.append((display, known))
     return facts
+
+
+def _test_path(display: str, path: Path) -> bool:
+    from ._callgraph import is_test_file
+
+    return is_test_file(display) or is_test_file(str(path))
 
 
 def _utf8(data: bytes) -> str | None:
@@ -955,11 +1155,12 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
         "builds": [list(pair) for pair in facts.builds],
         "streams": list(facts.streams),
         "forwards": [list(pair) for pair in facts.forwards],
+        "looped": [list(pair) for pair in facts.looped],
         "parsed": facts.parsed,
     }
 
 
-_PAIRS = ("jitted", "aliases", "factories", "assigned", "classes", "builds", "forwards")
+_PAIRS = ("jitted", "aliases", "factories", "assigned", "classes", "builds", "forwards", "looped")
 _NAMES = ("traced", "eager", "imports", "stars", "streams")
 
 
@@ -995,5 +1196,6 @@ def _stored_facts(entry: object) -> ModuleFacts | None:
         builds=pair("builds"),
         streams=tuple(entry["streams"]),
         forwards=pair("forwards"),
+        looped=pair("looped"),
         parsed=entry["parsed"],
     )

@@ -17,7 +17,12 @@ call compiles again): a wrapper built and called straight away
 (`return jax.pmap(lambda x: lax.all_gather(x, "i"), "i")(x)` in a helper called per eval
 batch), one stored under a name the function then calls (`scale = jax.jit(lambda w: ...)`,
 `jax.jit(nested_def)`), and a `@jax.jit` def nested in the function and called there (a
-weight-processing helper called once per loaded layer). These findings have no fix.
+weight-processing helper called once per loaded layer). The function may also run many times
+from outside its file: another module of the project calls it once per iteration of a loop
+(`act(weights, obs)` in `train.py`'s episode loop, `agent.score(obs)` for an `agent =
+Policy(...)`), or it is a method its framework calls on every step (`library.toml`'s
+`per-step-methods`: `step` of a `gymnasium.Env` subclass, vLLM's
+`process_weights_after_loading`, once per layer). These findings have no fix.
 
 It stays silent in tests and in benchmark functions (`@google_benchmark.register`,
 `def bench_*`: they time compiles on purpose), and when the wrapped callable is the same
@@ -216,21 +221,27 @@ class JitInLoop(Rule):
         if self._in_benchmark(ancestors):
             return
         repeat = next((r for r in graph.repeats(known, compiles=True) if not _occasional(r) and not _few(self.ctx, r)), None)
-        if repeat is None:
-            return  # not run per iteration, only under `if step % every == 0:`, or a few times
         short = _jaxapi.api_name(api)
-        line = line_of(self.ctx.module, repeat.loop, repeat.site.path)
-        where = f" (line {line})" if line else ""
+        if repeat is not None:
+            line = line_of(self.ctx.module, repeat.loop, repeat.site.path)
+            where = f" (line {line})" if line else ""
+            how = f"runs once per iteration of {loop_header(repeat.loop)}{where}"
+            evidence = call_chain_evidence(
+                self.ctx, repeat.site.call, repeat.site.path, repeat.loop, [f.name for f in repeat.chain]
+            )
+        else:
+            # Run many times from outside the file: a loop of another module, or a framework.
+            evidence = graph.repeated_elsewhere(known)
+            if evidence is None:
+                return  # not run per iteration, only under `if step % every == 0:`, or a few times
+            how = "runs many times (" + evidence + ")"
         self.report(
             node,
-            f"`{short}` wraps {what} on every call of `{function.name.value}()`, which runs once per "
-            f"iteration of {loop_header(repeat.loop)}{where}: jax caches compiles per function "
-            "object, so every call traces and compiles it again; build the jitted function once, "
-            f"outside `{function.name.value}()`",
+            f"`{short}` wraps {what} on every call of `{function.name.value}()`, which {how}: jax "
+            "caches compiles per function object, so every call traces and compiles it again; "
+            f"build the jitted function once, outside `{function.name.value}()`",
             ancestors=report_path if report_path is not None else ancestors,
-            evidence=[call_chain_evidence(
-                self.ctx, repeat.site.call, repeat.site.path, repeat.loop, [f.name for f in repeat.chain]
-            )],
+            evidence=[evidence],
         )
 
     def _bound_method(self, target: cst.Attribute, ancestors: Sequence[cst.CSTNode]) -> bool:

@@ -299,3 +299,26 @@ def test_cached_findings_follow_what_other_modules_build(
     edited = tmp_path / "trainer" / module
     edited.write_text(edited.read_text().replace(*edit))
     assert check() == first - lost
+
+
+def test_cached_findings_follow_loops_elsewhere(tmp_path: Path, run_cli) -> None:
+    """A function's cached findings are stale when another module's loop stops calling it: with
+    `act` moved out of the training loop, the unchanged policy module no longer reports the jit
+    it rebuilds per call; moved back, it does again."""
+    import shutil
+
+    shutil.copytree(PROJECTS / "looped_elsewhere" / "agents", tmp_path / "agents")
+    check = lambda: {  # noqa: E731
+        (f["path"], f["line"]) for f in json.loads(run_cli("check", "--exit-zero", "--output-format", "json", "agents").stdout)
+    }
+    first = check()
+    assert ("agents/policy.py", 10) in first
+    assert check() == first  # warm: same
+    train = tmp_path / "agents" / "train.py"
+    looped = train.read_text()
+    train.write_text(looped.replace("            action = act(weights, obs)\n", "").replace(
+        "    weights = policy.setup(weights)\n", "    weights = policy.setup(weights)\n    action = act(weights, None)\n"
+    ))
+    assert ("agents/policy.py", 10) not in check()
+    train.write_text(looped)
+    assert ("agents/policy.py", 10) in check()
