@@ -689,6 +689,8 @@ class CallGraph:
                 resolved = ctx.resolve(base.value, [ctx.module], anchor=node)
                 local = classes.get(base.value.value) if isinstance(base.value, cst.Name) else None
                 if resolved is None and local is not None:
+                    if ctx.module_name is not None:
+                        found.add(f"{ctx.module_name}.{local.name.value}")
                     if id(local) not in seen:
                         seen.add(id(local))
                         stack.append(local)

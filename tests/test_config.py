@@ -412,3 +412,33 @@ def test_extend_host_copies_adds_a_host_copy(tmp_path: Path, run_cli) -> None:
     assert json.loads(check(run_cli, "a.py").stdout) == []
     config(tmp_path, 'extend-host-copies = ["mylib.fetch"]\n')
     assert [(f["line"], f["rule"]) for f in json.loads(check(run_cli, "a.py").stdout)] == [(15, "host-copy-in-loop")]
+
+
+HOOKED = """\
+import jax
+import jax.numpy as jnp
+from mylib import Trainer
+
+
+class MyTrainer(Trainer):
+    def train_step(self, batch):
+        @jax.jit
+        def loss(x):
+            return jnp.mean(x**2)
+
+        return loss(batch)
+"""
+
+
+def test_extend_per_step_methods_adds_a_frameworks_hook(tmp_path: Path, run_cli) -> None:
+    """`mylib.Trainer.train_step` runs on every step once `extend-per-step-methods` names it:
+    the jit its subclass's method rebuilds on every call is jit-in-loop; without the key
+    nothing shows that the method runs more than once. The cache keys on the table."""
+    write(tmp_path / "a.py", HOOKED)
+    config(tmp_path, "")
+    cached = lambda: run_cli("check", "--select", "jit-in-loop", "--output-format", "json", "a.py")  # noqa: E731
+    assert json.loads(cached().stdout) == []
+    config(tmp_path, 'extend-per-step-methods = ["mylib.Trainer.train_step"]\n')
+    found = json.loads(cached().stdout)
+    assert [(f["line"], f["rule"]) for f in found] == [(8, "jit-in-loop")]
+    assert "a `mylib.Trainer.train_step`, which its framework calls on every step" in found[0]["message"]
