@@ -686,8 +686,9 @@ class CallGraph:
             for base in node.bases:
                 if base.keyword is not None or base.star:
                     continue
-                resolved = ctx.resolve(base.value, [ctx.module], anchor=node)
-                local = classes.get(base.value.value) if isinstance(base.value, cst.Name) else None
+                expr = base.value.value if isinstance(base.value, cst.Subscript) else base.value  # `Base[T]`
+                resolved = ctx.resolve(expr, [ctx.module], anchor=node)
+                local = classes.get(expr.value) if isinstance(expr, cst.Name) else None
                 if resolved is None and local is not None:
                     if ctx.module_name is not None:
                         found.add(f"{ctx.module_name}.{local.name.value}")
