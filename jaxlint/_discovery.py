@@ -161,4 +161,7 @@ def project_files(name: str, settings: Settings) -> list[SourceFile]:
     root = real_path(settings.root)
     if root not in real_path(name).parents:
         return []
-    return discover([str(root)], settings)[0]
+    # Named from the working directory when it holds the root, as `jaxlint check .` names them
+    # (a finding that cites another module's line shows the path the user would type).
+    relative = os.path.relpath(root)
+    return discover([str(root) if relative.startswith("..") else relative], settings)[0]

@@ -322,3 +322,15 @@ def test_cached_findings_follow_loops_elsewhere(tmp_path: Path, run_cli) -> None
     assert ("agents/policy.py", 10) not in check()
     train.write_text(looped)
     assert ("agents/policy.py", 10) in check()
+
+
+def test_a_named_file_cites_other_modules_as_check_dot_does(tmp_path: Path, run_cli) -> None:
+    """A finding of a file named alone that cites another module's loop names it by the path
+    `jaxlint check .` shows, not by an absolute one."""
+    import shutil
+
+    shutil.copytree(PROJECTS / "looped_elsewhere", tmp_path, dirs_exist_ok=True)
+    named = json.loads(run_cli("check", "--no-cache", "--exit-zero", "--output-format", "json", "agents/policy.py").stdout)
+    whole = json.loads(run_cli("check", "--no-cache", "--exit-zero", "--output-format", "json", ".").stdout)
+    assert named and all(str(tmp_path) not in f["message"] for f in named)
+    assert [f["message"] for f in named] == [f["message"] for f in whole if f["path"] == "agents/policy.py"]
