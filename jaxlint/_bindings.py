@@ -198,8 +198,10 @@ def _scan(scope: cst.CSTNode, outer: list[cst.CSTNode]) -> dict[str, list[Bindin
         children = list(iter_children(node))
         children.reverse()
         stack.extend((child, inner) for child in children)
-    for bindings in table.values():
-        bindings.sort(key=_source_order(scope))
+    if any(len(bindings) > 1 for bindings in table.values()):
+        order = _source_order(scope)  # one walk of the scope, not one per name
+        for bindings in table.values():
+            bindings.sort(key=order)
     return table
 
 
