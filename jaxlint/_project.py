@@ -700,7 +700,7 @@ class _Summary:
             builds=tuple(sorted(self._builds().items())),
             streams=tuple(sorted(self._streams())),
             forwards=tuple(sorted(self._forwards())),
-            looped=_LoopCalls(self.module, self.imports, set(self.functions), self.class_names, traced).found(self.tree),
+            looped=_LoopCalls(self, traced).found(self.tree),
             parsed=True,
         )
 
@@ -879,30 +879,19 @@ def _loop_calls_of(module: str, anchor: str, text: str) -> tuple[tuple[str, str]
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ()
-    imports: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                imports[alias.asname or alias.name.split(".", 1)[0]] = alias.name if alias.asname else alias.name.split(".", 1)[0]
-        elif isinstance(node, ast.ImportFrom):
-            base = absolute_name("." * node.level + (node.module or ""), anchor)
-            for alias in node.names:
-                if alias.name != "*":
-                    imports[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
-    functions = {s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    classes = {s.name for s in tree.body if isinstance(s, ast.ClassDef)}
-    return _LoopCalls(module, imports, functions, classes, set()).found(tree)
+    return _LoopCalls(_Summary(module, tree, anchor), set()).found(tree)
 
 
 class _LoopCalls:
     """The project callables a module calls once per iteration of a loop (`ModuleFacts.looped`):
     one walk over its statements, reading the expressions of loop bodies only."""
 
-    def __init__(self, module: str, imports: dict[str, str], functions: set[str], classes: set[str], traced: set[str]) -> None:
-        self.module = module
-        self.imports = imports
-        self.functions = functions
-        self.classes = classes
+    def __init__(self, summary: _Summary, traced: set[str]) -> None:
+        self.module = summary.module
+        self.imports = summary.imports
+        self.functions = summary.functions
+        self.classes = summary.class_names
+        self._resolve = summary.resolve  # its import table, read the way the summary reads it
         self.traced = traced  # top-level functions whose bodies run traced
         self.calls: dict[str, int] = {}
 
@@ -968,15 +957,6 @@ class _LoopCalls:
         for target in statement.targets:
             if isinstance(target, ast.Name):
                 bound[target.id] = made if target.id not in bound else None
-
-    def _resolve(self, expr: ast.expr) -> str | None:
-        parts: list[str] = []
-        while isinstance(expr, ast.Attribute):
-            parts.insert(0, expr.attr)
-            expr = expr.value
-        if not isinstance(expr, ast.Name) or expr.id not in self.imports:
-            return None
-        return ".".join([self.imports[expr.id], *parts])
 
     def _callee(self, func: ast.expr, cls: str | None, bound: dict[str, str | None]) -> str | None:
         if isinstance(func, ast.Name):
