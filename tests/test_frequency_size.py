@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 import pytest
 
@@ -10,13 +12,15 @@ from jaxlint._frequency import Often, iteration_count, loop_runs, never_runs
 from jaxlint._size import leaf_count
 
 
-def _first_loop(source: str) -> tuple[FileContext, cst.For | cst.While, list[cst.CSTNode]]:
+def first_node(source: str, match: Callable[[cst.CSTNode], bool]) -> tuple[FileContext, cst.CSTNode, list[cst.CSTNode]]:
+    """The file's context, and the first node (in source order) that `match` accepts with its
+    ancestors: how these tests ask the engine about one loop or one call."""
     module = cst.parse_module(source)
     ctx = FileContext("x.py", source, module)
-    found: list[tuple[cst.For | cst.While, list[cst.CSTNode]]] = []
+    found: list[tuple[cst.CSTNode, list[cst.CSTNode]]] = []
 
     def walk(node: cst.CSTNode, path: list[cst.CSTNode]) -> None:
-        if isinstance(node, (cst.For, cst.While)) and not found:
+        if match(node) and not found:
             found.append((node, path))
         for child in node.children:
             walk(child, [*path, node])
@@ -25,19 +29,12 @@ def _first_loop(source: str) -> tuple[FileContext, cst.For | cst.While, list[cst
     return ctx, *found[0]
 
 
+def _first_loop(source: str) -> tuple[FileContext, cst.For | cst.While, list[cst.CSTNode]]:
+    return first_node(source, lambda node: isinstance(node, (cst.For, cst.While)))  # type: ignore[return-value]
+
+
 def _loop_count(source: str) -> int | None:
-    module = cst.parse_module(source)
-    ctx = FileContext("x.py", source, module)
-    found: list[tuple[cst.For, list[cst.CSTNode]]] = []
-
-    def walk(node: cst.CSTNode, path: list[cst.CSTNode]) -> None:
-        if isinstance(node, cst.For) and not found:
-            found.append((node, path))
-        for child in node.children:
-            walk(child, [*path, node])
-
-    walk(module, [])
-    loop, path = found[0]
+    ctx, loop, path = first_node(source, lambda node: isinstance(node, cst.For))
     return iteration_count(ctx, loop, path)
 
 

@@ -6,31 +6,22 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from jaxlint._context import FileContext
 from jaxlint._host_needs import needed_now
+from test_frequency_size import first_node
 
 _PRELUDE = "import jax\nimport jax.numpy as jnp\nimport numpy as np\nfrom sklearn.datasets import make_moons\n\n"
 
 
+def _copy(node: cst.CSTNode) -> bool:
+    if not isinstance(node, cst.Call):
+        return False
+    func = node.func
+    return (isinstance(func, cst.Attribute) and func.attr.value == "item") or (isinstance(func, cst.Name) and func.value == "float")
+
+
 def _needed(body: str) -> bool:
-    source = _PRELUDE + body
-    module = cst.parse_module(source)
-    ctx = FileContext("x.py", source, module)
-    found: list[tuple[cst.Call, list[cst.CSTNode]]] = []
-
-    def walk(node: cst.CSTNode, path: list[cst.CSTNode]) -> None:
-        if isinstance(node, cst.Call) and not found:
-            func = node.func
-            if (isinstance(func, cst.Attribute) and func.attr.value == "item") or (
-                isinstance(func, cst.Name) and func.value == "float"
-            ):
-                found.append((node, [*path, node]))
-        for child in node.children:
-            walk(child, [*path, node])
-
-    walk(module, [])
-    call, path = found[0]
-    return needed_now(ctx, call, path)
+    ctx, call, ancestors = first_node(_PRELUDE + body, _copy)
+    return needed_now(ctx, call, [*ancestors, call])  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
