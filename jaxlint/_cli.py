@@ -474,7 +474,7 @@ def _fix_run(run: _Run, options: dict, only: set[type[Rule]] | None) -> int:  # 
         sources = [read_source(file, group.settings.max_file_size) for file in group.files]
         # What the other files define, as `check` sees it (read before any file is rewritten).
         context = run.context(group)
-        # The facts of standard input's project come from the cache `check` keeps.
+        # The facts of the rest of the project come from the cache `check` keeps.
         cache = None
         if context and not options["no_cache"]:
             cache = cache_for(group.settings, group.rules, options["cache_dir"])  # type: ignore[arg-type]

@@ -155,9 +155,10 @@ def stdin_source(
 
 
 def project_files(name: str, settings: Settings) -> list[SourceFile]:
-    """The files of the project that the file `name` (standard input's) belongs to: what
-    `jaxlint check` discovers from its project root (the folder of its configuration, or the
-    working directory), with the same excludes. Nothing when `name` lies outside that root."""
+    """The files of the project that the file `name` (standard input's, or one named on the
+    command line) belongs to: what `jaxlint check` discovers from its project root (the folder
+    of its configuration, or the working directory), with the same excludes. Nothing when
+    `name` lies outside that root."""
     root = real_path(settings.root)
     if root not in real_path(name).parents:
         return []
