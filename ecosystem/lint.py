@@ -6,7 +6,8 @@ Without `--rev` it lints with the jaxlint of this checkout (its working tree); `
 installs that git revision of this repository into a scratch folder first, so two versions can
 be compared (`score.py --diff`). Results are kept per (jaxlint source, repository commit) under
 `$JAXLINT_ECOSYSTEM_CACHE/results/`, so scoring again after editing labels costs nothing;
-`--preview` lints with jaxlint's `--preview` (its results are kept apart).
+`--preview` lints with jaxlint's `--preview` (its results are kept apart). Each finding keeps the
+applicability of the fix jaxlint offers for it (`safe`, `unsafe`, `display-only`, `none`).
 
 A finding's site is (repo, path, line, code); in a notebook the path is `file.ipynb#CELL` and the
 line is the line within that cell, as jaxlint reports it.
@@ -39,6 +40,9 @@ class Finding:
     line: int
     code: str
     message: str
+    # How far jaxlint's fix for it can be trusted: "safe", "unsafe", "display-only", "none"
+    # (no fix offered); None where the result was cached before fixes were recorded.
+    fix: str | None = None
 
     @property
     def site(self) -> tuple[str, str, int, str]:
@@ -55,9 +59,10 @@ class Linter:
     """A jaxlint to run: this checkout, or a revision installed into a scratch folder;
     `preview`: run with `--preview`."""
 
-    def __init__(self, rev: str | None = None, *, preview: bool = False) -> None:
+    def __init__(self, rev: str | None = None, *, preview: bool = False, fixes: bool = False) -> None:
         self.rev = rev
         self.preview = preview
+        self.fixes = fixes  # lint again where the cached result predates fix applicabilities
         self._scratch: Path | None = None
         if rev is None:
             changed = _git("status", "--porcelain", "--", *SOURCE_FOLDERS).strip()
@@ -92,7 +97,8 @@ class Linter:
         stored = cache_dir() / "results" / variant / f"{repo.folder.name}@{repo.commit[:12]}.json"
         if stored.is_file():
             data = json.loads(stored.read_text())
-            return LintRun([Finding(**item) for item in data["findings"]], data["errors"])
+            if data.get("fixes") or not self.fixes:
+                return LintRun([Finding(**item) for item in data["findings"]], data["errors"])
         if not repo.folder.is_dir():
             raise LookupError(f"{repo.name} is not exported: run ecosystem/export.py first")
         completed = run_jaxlint(repo.folder, jobs, self.pythonpath, preview=self.preview)
@@ -104,7 +110,8 @@ class Linter:
                 path = f"{path}#{item['cell']}"
             if item["code"] == "JL000":
                 continue  # a file that does not parse is a fact about the file, not a rule
-            run.findings.append(Finding(repo.name, path, item["line"], item["code"], item["message"]))
+            fix = (item.get("fix") or {}).get("applicability", "none")
+            run.findings.append(Finding(repo.name, path, item["line"], item["code"], item["message"], fix))
         for line in completed.stderr.splitlines():
             if "internal error" in line or "Traceback" in line:
                 run.errors.append(f"{repo.name}: {line.strip()}")
@@ -115,7 +122,7 @@ class Linter:
             run.errors.append(f"{repo.name}: jaxlint exited {completed.returncode}")
         stored.parent.mkdir(parents=True, exist_ok=True)
         stored.write_text(json.dumps({
-            "findings": [f.__dict__ for f in run.findings], "errors": run.errors,
+            "findings": [f.__dict__ for f in run.findings], "errors": run.errors, "fixes": True,
         }))
         return run
 

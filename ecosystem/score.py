@@ -1,6 +1,6 @@
 """Precision and recall of every rule on the labelled corpus, per split, with 95% intervals.
 
-    python ecosystem/score.py [--split dev|test] [--rev REV] [--preview] [-v] [-j N]
+    python ecosystem/score.py [--split dev|test] [--rev REV] [--preview] [--fixes] [-v] [-j N]
     python ecosystem/score.py --diff REV_A REV_B
     python ecosystem/score.py --min-precision 0.9 --min-recall 0.6 --min-recall JL007=0.5
 
@@ -8,7 +8,9 @@ Lints the exported corpus (`export.py` first) with this checkout, or `--rev REV`
 matches its findings to `labels.tsv` (see README.md for how sites match); `--preview` lints with
 jaxlint's `--preview`, to measure what is in preview before it becomes the default. `-v` lists,
 for the dev split only, the findings nobody has judged and the true positives the rules miss:
-the test split is counted, never read case by case. Thresholds apply to `--threshold-split` (default
+the test split is counted, never read case by case. The last column counts the true positives
+found whose fix `jaxlint fix` applies (safe, or unsafe with `--unsafe-fixes`); `--fixes` lints
+again where a cached result predates that column. Thresholds apply to `--threshold-split` (default
 test) and make the exit status 1 when a rule is below one; internal errors of jaxlint on the
 corpus also exit 1.
 """
@@ -28,6 +30,7 @@ from _common import RULE_CODES, Label, LabelError, load_corpus, load_labels  # n
 from lint import Finding, Linter, lint_corpus  # noqa: E402
 
 NEAR = 3  # lines a finding may be from its label and still match it
+APPLIED = ("safe", "unsafe")  # the applicabilities `jaxlint fix` applies (unsafe: when asked)
 SPLITS = ("dev", "test")
 
 
@@ -79,6 +82,9 @@ class RuleScore:
     fp: int = 0
     true_sites: int = 0  # TP labels, from findings and candidates
     found: int = 0  # TP labels some finding matched
+    # the true positives found whose fix jaxlint would apply (safe, or unsafe with
+    # --unsafe-fixes); None once one of them comes from a result cached before fixes were kept
+    fixed: int | None = 0
     unjudged: list[Finding] = field(default_factory=list)
     missed: list[Label] = field(default_factory=list)
     false_alarms: list[tuple[Finding, Label]] = field(default_factory=list)
@@ -107,6 +113,10 @@ def score(findings: list[Finding], labels: list[Label]) -> dict[str, RuleScore]:
             rule.unjudged.append(finding)
         elif label.verdict == "TP":
             rule.tp += 1
+            if finding.fix is None or rule.fixed is None:
+                rule.fixed = None
+            elif finding.fix in APPLIED:
+                rule.fixed += 1
         else:
             rule.fp += 1
             rule.false_alarms.append((finding, label))
@@ -134,13 +144,14 @@ def table(split: str, scores: dict[str, RuleScore]) -> str:
     lines = [
         f"split {split}",
         f"{'rule':6} {'findings':>8} {'TP':>4} {'FP':>4} {'unjudged':>8}  {'precision [95%]':19} "
-        f"{'true sites':>10} {'found':>5}  recall [95%]",
+        f"{'true sites':>10} {'found':>5}  {'recall [95%]':19}  fixed TP",
     ]
     total = RuleScore()
     for code in sorted(scores):
         s = scores[code]
         for name in ("findings", "tp", "fp", "true_sites", "found"):
             setattr(total, name, getattr(total, name) + getattr(s, name))
+        total.fixed = None if total.fixed is None or s.fixed is None else total.fixed + s.fixed
         total.unjudged.extend(s.unjudged)
         lines.append(_row(code, s))
     lines.append(_row("all", total))
@@ -151,8 +162,14 @@ def _row(code: str, s: RuleScore) -> str:
     return (
         f"{code:6} {s.findings:>8} {s.tp:>4} {s.fp:>4} {len(s.unjudged):>8}  "
         f"{_ratio(s.precision(), s.tp, s.judged):19} {s.true_sites:>10} {s.found:>5}  "
-        f"{_ratio(s.recall(), s.found, s.true_sites)}"
+        f"{_ratio(s.recall(), s.found, s.true_sites):19}  {_fixed(s)}"
     )
+
+
+def _fixed(s: RuleScore) -> str:
+    if s.fixed is None:
+        return "?"  # cached before fixes were kept: `--fixes` lints again
+    return f"{s.fixed}/{s.tp}" if s.tp else "-"
 
 
 def _threshold(values: list[str], option: str) -> tuple[float | None, dict[str, float]]:
@@ -232,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="lint with jaxlint's --preview (results cached apart from those without)")
     parser.add_argument("--list-test", action="store_true",
                         help="with --diff: list the test split's findings too (then rotate those repos)")
+    parser.add_argument("--fixes", action="store_true",
+                        help="lint again where a cached result predates fix applicabilities (the fixed TP column)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="list unjudged findings, missed true sites and false alarms (dev split only)")
     parser.add_argument("--min-precision", action="append", default=[], metavar="[CODE=]X")
@@ -256,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: labels name repositories not in repos.toml: {', '.join(unknown)}", file=sys.stderr)
         return 2
 
-    linter = Linter(args.rev, preview=args.preview)
+    linter = Linter(args.rev, preview=args.preview, fixes=args.fixes)
     status = 0
     try:
         for split in splits:

@@ -114,6 +114,17 @@ def test_score_counts_precision_recall_and_unjudged():
     assert [m.line for m in result.missed] == [40]
 
 
+def test_score_counts_the_true_positives_a_fix_applies_to():
+    labels = [label(10, "TP"), label(20, "TP"), label(30, "TP"), label(40, "FP")]
+    fixes = {10: "safe", 20: "unsafe", 30: "none", 40: "safe"}
+    found = [Finding("o/r", "a.py", line, "JL005", "message", fix) for line, fix in fixes.items()]
+    result = score.score(found, labels)["JL005"]
+    assert (result.tp, result.fixed) == (3, 2)  # display-only and none are not applied; FPs not counted
+    assert score.table("dev", {"JL005": result}).splitlines()[2].endswith("2/3")
+    cached = [*found[:2], finding(30)]  # a result cached before fixes were kept
+    assert score.score(cached, labels)["JL005"].fixed is None
+
+
 def test_thresholds_fail_a_rule_below_them():
     scores = score.score([finding(10), finding(20)], [label(10, "TP"), label(20, "FP")])
     args = argparse.Namespace(min_precision=["0.9"], min_recall=["JL005=0.5"], threshold_split="test")
