@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import _jaxapi
+from ._bindings import Kind
 from ._frequency import integer_value, iteration_count, leaves_block, streams
 from ._jaxapi import HOST_METHODS, is_host_copy
 from ._scope import dotted_name, target_names
@@ -69,21 +70,6 @@ _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _MAX_DEPTH = 3
 _DEF_NAME = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
 
-# Decorators that leave a function's body running as plain Python when it is called.
-_PLAIN_DECORATORS = frozenset(
-    {
-        "staticmethod",
-        "classmethod",
-        "functools.wraps",
-        "functools.lru_cache",
-        "functools.cache",
-        "hydra.main",
-        "click.command",
-        "click.option",
-        "click.argument",
-        "typer.run",
-    }
-)
 # Functions that run the callable they are given eagerly, from Python (entry points).
 _EAGER_RUNNERS = frozenset({"absl.app.run", "fire.Fire", "typer.run", "click.command"})
 # Base classes whose methods run under a trace (Flax `apply`, haiku transforms, eqx jit).
@@ -384,10 +370,10 @@ class CallGraph:
             return Mode.TRACED
         info = self.ctx.function_info(function.node, function.path)
         for resolved, written in zip(info.decorators, function.node.decorators):
-            decorator = resolved or dotted_name(written.decorator)
+            decorator = resolved or self._decorator_alias(written.decorator) or dotted_name(written.decorator)
             if decorator in _jaxapi.JIT_WRAPPERS or (decorator or "").startswith(_MODULE_BASES):
                 return Mode.TRACED
-            if decorator not in _PLAIN_DECORATORS:
+            if decorator not in _jaxapi.PLAIN_DECORATORS:
                 return Mode.UNKNOWN
         if function.method:
             return self._method_mode(function)
@@ -455,6 +441,20 @@ class CallGraph:
                 return Mode.TRACED  # jit, vmap, grad, lax.scan, checkpoint, custom_vjp...
             return Mode.UNKNOWN
         return Mode.UNKNOWN
+
+    def _decorator_alias(self, expr: cst.BaseExpression) -> str | None:
+        """The API a decorator named by a module-level alias applies: `@typecheck` where the
+        module binds `typecheck = jaxtyped(typechecker=beartype)` once, at its top level."""
+        if not isinstance(expr, cst.Name):
+            return None
+        module = self.ctx.module
+        bindings = self.ctx.bindings.of(expr.value, [module])
+        if len(bindings) != 1 or bindings[0].kind is not Kind.ASSIGN or len(bindings[0].path) != 2:
+            return None
+        value = bindings[0].value
+        if value is None:
+            return None
+        return _jaxapi.decorator_target(value, lambda e: self.ctx.resolve(e, [module], anchor=value))
 
     def scope_mode(self, scope: cst.CSTNode, path: Sequence[cst.CSTNode] = ()) -> Mode:
         """How code whose innermost scope is `scope` runs (`path`: a path through `scope`,
@@ -929,9 +929,20 @@ def paced(ctx: FileContext, loop: cst.For | cst.While) -> bool:
 
 def _plots(ctx: FileContext, loop: cst.For | cst.While) -> bool:
     """Whether the loop's body draws with matplotlib (`plt.plot(...)` per iteration): one
-    curve or panel per iteration, a handful of them."""
+    curve or panel per iteration, a handful of them. Drawing under a remainder test (`if step
+    % every == 0:`, as `periodic` reads it) is a progress plot of a long loop, made once per
+    `every` iterations: it says nothing of how many iterations there are."""
     imports = ctx._module_scope.imports  # noqa: SLF001 - engine-internal
-    for node in iter_subtree_no_scopes(loop.body):
+    stack: list[cst.CSTNode] = [loop.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            continue
+        if isinstance(node, cst.If) and (has_modulo(node.test) or _names_a_modulo(node.test, loop)):
+            if node.orelse is not None:
+                stack.append(node.orelse)
+            continue
+        stack.extend(iter_children(node))
         if isinstance(node, cst.Call):
             root = node.func
             while isinstance(root, cst.Attribute):

@@ -37,6 +37,7 @@ __all__ = [
     "FILTER_JIT",
     "JIT_WRAPPERS",
     "PARTIAL",
+    "PLAIN_DECORATORS",
     "TREE_AT",
     "decorator_target",
     "BLOCKING",
@@ -190,6 +191,8 @@ TREE_AT = _names("tree-at")
 FILTER_JIT = _names("filter-jit")
 IN_PLACE_JIT = _names("in-place-jit")
 PARTIAL = _names("partial")
+# Decorators after which a function's body still runs as plain Python when called.
+PLAIN_DECORATORS = _names("plain-decorators")
 HOST_METHODS = _names("host-methods")
 HOST_BUILTINS = _names("host-builtins")
 # Data loader -> the keyword that drops its ragged last batch.

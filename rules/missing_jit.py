@@ -117,7 +117,7 @@ import re
 
 import libcst as cst
 
-from jaxlint._callgraph import Function, Mode, Repeat, in_test
+from jaxlint._callgraph import Function, Mode, Repeat, in_test, periodic
 from jaxlint._context import FileContext
 from jaxlint._nodes import free_names, loop_header
 from jaxlint._frequency import call_chain_evidence
@@ -190,6 +190,7 @@ class MissingJit(Rule):
                     r
                     for r in graph.repeats(function)
                     if not any(id(f.node) in candidates for f in r.chain)
+                    and not periodic(r.site.path, r.loop)
                     and not self._static_per_iteration(function, jittability, r)
                     and not self._trivial_beside_compiled(work_count, r)
                 ),

@@ -74,6 +74,78 @@ def test_modes_follow_callers_jit_and_driver_code() -> None:
     assert modes["helper"] == "eager"
 
 
+def test_runtime_type_checkers_leave_the_mode_to_the_callers() -> None:
+    modes = _modes(
+        """
+        import jax
+        import jax.numpy as jnp
+        from beartype import beartype
+        from jaxtyping import jaxtyped
+        from typeguard import typechecked
+
+        typecheck = jaxtyped(typechecker=beartype)
+        other = jax.jit
+
+        @typecheck
+        def fit(x):
+            return jnp.tanh(x)
+
+        @jaxtyped(typechecker=beartype)
+        def checked(x):
+            return jnp.tanh(x)
+
+        @typechecked
+        def guarded(x):
+            return jnp.tanh(x)
+
+        @typecheck
+        def inner(x):
+            return jnp.sin(x)
+
+        @jax.jit
+        def step(x):
+            return inner(x)
+
+        @other
+        def aliased(x):
+            return x
+
+        def unknown(x):
+            return x
+
+        @unknown
+        def wrapped(x):
+            return x
+
+        if __name__ == "__main__":
+            fit(1.0), checked(1.0), guarded(1.0), wrapped(1.0), aliased(1.0)
+        """
+    )
+    assert modes["fit"] == "eager"  # `typecheck` names the checker it is bound to
+    assert modes["checked"] == "eager"
+    assert modes["guarded"] == "eager"
+    assert modes["inner"] == "traced"  # called only from jitted code, checked or not
+    assert modes["aliased"] == "traced"  # an alias of jax.jit is jit
+    assert modes["wrapped"] == "unknown"  # a decorator jaxlint does not know
+
+
+@pytest.mark.parametrize(
+    ("body", "many"),
+    [
+        ("    plt.plot(losses)\n", False),  # a curve per iteration: a handful of them
+        ("    if step % 100 == 0:\n        plt.plot(losses)\n", True),  # a progress plot
+        ("    show = step % 100 == 0\n    if show:\n        plt.plot(losses)\n", True),
+        ("    if step % 100 == 0:\n        pass\n    else:\n        plt.plot(losses)\n", False),
+        ("    if step == 0:\n        plt.plot(losses)\n", False),
+    ],
+)
+def test_a_loop_plotting_only_now_and_then_still_runs_many_times(body: str, many: bool) -> None:
+    source = f"import matplotlib.pyplot as plt\n\nfor step in range(num_steps):\n{body}"
+    ctx = _context(source)
+    node = ctx.module.body[-1]
+    assert runs_many_times(ctx, node, [ctx.module, node], calls=True) is many  # type: ignore[arg-type]
+
+
 def test_only_traced_callers_make_a_traced_body() -> None:
     modes = _modes(
         """
