@@ -206,8 +206,9 @@ class Project:
                 made = self._built(target, 0) if target in self._bases or target in self._builds or target in self._streams else None
                 handed = self._forwarded(target) if target in self._forwards else ()
                 bases = " ".join(sorted(self.ancestors(target))) if target in self._bases else ""
+                linen = "linen" if self._builds_linen(target, 0) else ""
                 known = answers[name] = (
-                    f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''} {handed} {bases}"
+                    f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''} {handed} {bases} {linen}"
                 )
             return known
 
@@ -316,6 +317,23 @@ class Project:
             else:
                 kinds.append("")
         return tuple(kinds) if any(kinds) else None
+
+    def builds_linen(self, name: str, module: str | None = None) -> bool:
+        """Whether calling the project callable `name` (as imported into `module`) builds a
+        Flax Linen module: a class of the project subclassing `flax.linen.Module` (directly or
+        through classes of the project), or a function every `return` of which gives one
+        (`def model(latents): return VAE(latents=latents)`). A Linen module is a dataclass of
+        its options, holding no arrays: built under a trace, with its options static, it costs
+        nothing at run time."""
+        return self._builds_linen(self.canonical(self._absolute(name, module)), 0)
+
+    def _builds_linen(self, name: str, depth: int) -> bool:
+        if name in self._bases:
+            return bool(self.ancestors(name) & _LINEN_BASES)
+        built = self._builds.get(name)
+        if built is None or depth > 8 or "," in built or built.startswith("="):
+            return False
+        return self._builds_linen(self.canonical(built), depth + 1)
 
     def ancestors(self, name: str, module: str | None = None) -> set[str]:
         """The classes the class `name` (as imported into `module`) subclasses, directly or
@@ -439,6 +457,8 @@ _SHAPE_WORDS = re.compile(
 )
 # What a Module class of the project subclasses at its root: a class holding its arrays.
 _MODULE_BASES = frozenset({"equinox.Module", "flax.nnx.Module", "flax.experimental.nnx.Module"})
+# Flax Linen's Module class, as a base names it (`nn.Module` with `from flax import linen as nn`).
+_LINEN_BASES = frozenset({"flax.linen.Module", "flax.linen.module.Module"})
 # Returned calls the library table knows: what they build.
 _TRAIN_STATES = frozenset({"flax.training.train_state.TrainState.create"})
 # Methods of tf.data, Hugging Face datasets and grain datasets that give their batches.

@@ -22,7 +22,7 @@ from jaxlint import _jaxapi
 from jaxlint._callgraph import HOST_METHODS, CallGraph, Function, is_host_copy, runs_many_times
 from jaxlint._context import FileContext
 from jaxlint._nodes import root_name
-from jaxlint._pytrees import Value, classify
+from jaxlint._pytrees import Value, classify, is_module_class
 from jaxlint._scope import dotted_name, target_names
 from jaxlint._walk import iter_children
 
@@ -327,6 +327,10 @@ class _Reader:
                     if arg.keyword is not None and arg.keyword.value in _SHAPE_KEYWORDS:
                         self._static(arg.value, f"`{arg.keyword.value}=` of `{last}`")
             return
+        project = self.ctx.project
+        if project is not None and project.builds_linen(resolved, self.ctx.module_name):
+            self._linen_module(call)
+            return
         if resolved.startswith(("numpy.", "math.")):
             for arg in call.args:
                 self._static(arg.value, f"an argument of `{_text(call.func)}` (NumPy needs concrete values)")
@@ -352,6 +356,9 @@ class _Reader:
                     self._static(arg.value, f"`{name}(...)`")
                 return
             if name in _TRACEABLE_BUILTINS:
+                return
+            if isinstance(call.func, cst.Name) and is_module_class(self.ctx, call.func, path, 0, root="flax.linen.Module"):
+                self._linen_module(call)
                 return
             self._block(f"it calls `{name}`, which jaxlint cannot see into")
             return
@@ -401,6 +408,13 @@ class _Reader:
                 self._static(arg.value, f"a static parameter of `{callee.name}`")
             else:
                 self._array_use(arg.value)
+
+    def _linen_module(self, call: cst.Call) -> None:
+        """A Flax Linen module built in the body (`VAE(latents=latents)`, or a project function
+        returning one: `models.model(latents)`, as `_project` reads it): a dataclass of options,
+        fine under a trace, whose options must be Python values."""
+        for arg in call.args:
+            self._static(arg.value, f"an option of the Flax module `{_text(call.func)}` builds")
 
     def _method_call(self, call: cst.Call, func: cst.Attribute, path: list[cst.CSTNode]) -> None:
         method = func.attr.value

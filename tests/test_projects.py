@@ -281,13 +281,18 @@ def test_star_and_alias_cycles_end(tmp_path: Path, run_cli) -> None:
         # The forward pass is no longer jitted: the tokens handed to it, directly or through the
         # model module's helper, compile nothing.
         ("decoder_elsewhere", "model.py", ("@jax.jit\ndef logits(", "def logits("), {13, 21}),
+        # The coder is no Flax Linen module any more, nor its subclass: the steps that build
+        # one call a class jaxlint cannot see into.
+        ("linen_elsewhere", "nets.py", ("class Coder(nn.Module):", "class Coder:"), {13, 22}),
+        # The builder returns a plain table instead: only the step building it is affected.
+        ("linen_elsewhere", "nets.py", ("    return Coder(width=width)", "    return Table(width)"), {13}),
     ],
 )
 def test_cached_findings_follow_what_other_modules_build(
     case: str, module: str, edit: tuple[str, str], gone: set[int], tmp_path: Path, run_cli
 ) -> None:
     """A file's cached findings are stale when another module's Module classes, model builders,
-    data generators or what its functions hand to a jitted callable change: the unchanged loop file is linted again and loses its finding."""
+    Flax Linen modules, data generators or what its functions hand to a jitted callable change: the unchanged loop file is linted again and loses its finding."""
     import shutil
 
     shutil.copytree(PROJECTS / case / "trainer", tmp_path / "trainer")
