@@ -26,7 +26,9 @@ a method, named like setup code (`init_*`, `make_*`, `create_*`, `build_*`, `loa
 when its body would not survive jit: host I/O, `print`, `.item()`, `np.asarray`, mutation of
 outer objects (an optax optimizer's `update(grads, state)` is a pure function, and an
 `nnx.Optimizer` or NNX metric that every caller passes in is updated in place under
-`nnx.jit`), Python control flow on array values, `while` loops, loops or comprehensions
+`nnx.jit`; a Flax Linen module built in the body from its options, `Model(features)` or a
+project function returning one, is a dataclass without arrays that jit takes with those
+options static), Python control flow on array values, `while` loops, loops or comprehensions
 over data (`[jnp.max(d[i]) for i in range(len(d))]` unrolls per item and retraces per
 length), `try`, or calls into code jaxlint cannot see. A helper of one or two operations (a
 batch drawn with `randint` and a slice) in an iteration that also runs a jitted step is
@@ -35,8 +37,9 @@ made on every call is traced and compiled again on every call): silent. Loops in
 and loops over epochs, seeds, configurations or plot axes, a count below 100 that
 the header spells (a demo's `range(10)`, `tqdm(np.arange(20))`, `zip(prices[:25], ...)`, a
 collection made by `make_graphs(..., n_graphs=2)`: it costs less eagerly than the compile
-would), loops that sleep every iteration (a paced live demo) and search loops that `return`
-at the first hit run a few times: silent too. A `def` nested in a function that itself runs
+would), loops that sleep every iteration (a paced live demo) or draw a plot on every iteration (a
+progress plot every `k` steps does not count) and search loops that `return` at the first hit
+run a few times: silent too, and so is a call made only when `step % k == 0`. A `def` nested in a function that itself runs
 once per iteration is left alone: jitting it there would compile it again on
 every outer call, and so is a function whose static parameters (shapes, `if` tests) the loop
 passes a new value each iteration (`for n in sizes: sample(key, n)`): jit would compile on every
