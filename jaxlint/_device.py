@@ -476,7 +476,8 @@ class DeviceIndex:
         """Whether code at `ancestors` runs under a trace, so its calls are staged and host
         conversions are impossible: inside a jitted function (`JitIndex.is_traced`), a
         function handed to a JAX transformation (`lax.scan(body, ...)`, `jax.vmap(f)`,
-        `jax.grad(loss)`), or a method of a Flax/Equinox/Haiku `Module`."""
+        `jax.grad(loss)`), or a method of a Flax/Equinox/Haiku `Module` (through the classes
+        of the file and the project it subclasses)."""
         path = list(self.ctx.ancestors if ancestors is None else ancestors)
         if self.ctx.jit.is_traced(path):
             return True
@@ -484,11 +485,27 @@ class DeviceIndex:
         for index, node in enumerate(path):
             if isinstance(node, cst.FunctionDef) and node.name.value in transformed:
                 return True
-            if isinstance(node, cst.ClassDef) and any(
-                (self.ctx.resolve(base.value, path[:index], anchor=node) or "") in _MODULE_BASES
-                for base in node.bases
-            ):
+            if isinstance(node, cst.ClassDef) and self._module_class(node, path[:index], 0):
                 return True
+        return False
+
+    def _module_class(self, node: cst.ClassDef, outer: Sequence[cst.CSTNode], depth: int) -> bool:
+        """Whether the class `node` is a Flax/Equinox/Haiku `Module`: a base is one, or is a
+        class of this file that is one, or a Module class another module of the project defines
+        (`class Arm(AbstractPlant)` with `AbstractPlant(eqx.Module)` in plant.py)."""
+        ctx = self.ctx
+        for base in node.bases:
+            value = base.value.value if isinstance(base.value, cst.Subscript) else base.value  # `Base[T]`
+            resolved = ctx.resolve(value, outer, anchor=node)
+            if resolved in _MODULE_BASES:
+                return True
+            if resolved is not None and ctx.project is not None and ctx.project.module_class(resolved, ctx.module_name):
+                return True
+            if isinstance(value, cst.Name) and depth < 8:
+                bindings = ctx.bindings.of(value.value, [*outer, node])
+                if len(bindings) == 1 and isinstance(bindings[0].node, cst.ClassDef) and bindings[0].node is not node:
+                    if self._module_class(bindings[0].node, list(bindings[0].path), depth + 1):
+                        return True
         return False
 
     def in_test(self, ancestors: Sequence[cst.CSTNode] | None = None) -> bool:

@@ -729,6 +729,8 @@ class _Summary:
         for statement in self.tree.body:
             if isinstance(statement, ast.ClassDef):
                 for base in statement.bases:
+                    if isinstance(base, ast.Subscript):
+                        base = base.value  # a generic base, `AbstractModel[StateT]`
                     local = base.id if isinstance(base, ast.Name) and base.id not in self.imports else None
                     name = f"{self.module}.{local}" if local is not None else self.resolve(base)
                     if name is not None:

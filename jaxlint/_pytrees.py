@@ -269,12 +269,13 @@ def is_module_class(
     assert isinstance(node, cst.ClassDef)
     outer = list(bindings[0].path)
     for base in node.bases:
-        resolved = ctx.resolve(base.value, outer, anchor=node)
+        value = base.value.value if isinstance(base.value, cst.Subscript) else base.value  # `Base[T]`
+        resolved = ctx.resolve(value, outer, anchor=node)
         if resolved == root:
             return True
         if resolved is not None and ctx.project is not None and ctx.project.module_class(resolved, ctx.module_name):
             return True
-        if isinstance(base.value, cst.Name) and is_module_class(ctx, base.value, [*outer, node], depth + 1, root=root):
+        if isinstance(value, cst.Name) and is_module_class(ctx, value, [*outer, node], depth + 1, root=root):
             return True
     return False
 
