@@ -298,8 +298,9 @@ class TreeAtBatch(Rule):
 
     def _repeated(self, call: TreeAtCall) -> str | None:
         """How a chain comes to run many times, as evidence: in a loop that runs many times,
-        or in a function that such a loop calls (`CallGraph.repeats`); None when the engine
-        cannot show it (set-up: a model built, weights loaded once)."""
+        or in a function that such a loop calls (`CallGraph.repeats`), here or in another
+        module of the project (`CallGraph.repeated_elsewhere`); None when the engine cannot
+        show it (set-up: a model built, weights loaded once)."""
         ctx = self.ctx
         for loop in reversed(call.loops):
             index = next(i for i, n in enumerate(call.ancestors) if n is loop)
@@ -312,7 +313,7 @@ class TreeAtBatch(Rule):
             return call_chain_evidence(
                 ctx, repeat.site.call, repeat.site.path, repeat.loop, [f.name for f in repeat.chain]
             )
-        return None
+        return ctx.calls.repeated_elsewhere(function)
 
     def finish(self) -> None:
         chains = _chains(self._calls)
