@@ -99,6 +99,13 @@ def classify(ctx: FileContext, expr: cst.BaseExpression, path: Sequence[cst.CSTN
         return Value.SCALAR if kinds == {Value.SCALAR} else Value.UNKNOWN
     if isinstance(expr, cst.Call):
         return _classify_call(ctx, expr, path, depth)
+    if isinstance(expr, cst.IfExp):
+        # `ema_model if use_ema else model`: either branch, as for a name bound on two paths
+        kinds = [classify(ctx, branch, [*path, expr], depth + 1) for branch in (expr.body, expr.orelse)]
+        for preferred in (Value.MODULE, Value.OPT_STATE, Value.PYTREE):
+            if preferred in kinds:
+                return preferred
+        return kinds[0] if kinds[0] is kinds[1] else Value.UNKNOWN
     return Value.UNKNOWN
 
 
