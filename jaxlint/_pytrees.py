@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ._context import FileContext
 
 
-__all__ = ["Value", "classify", "is_large", "is_module_class"]
+__all__ = ["Value", "classify", "declared_by_callee", "is_large", "is_module_class"]
 
 _MAX_DEPTH = 4
 
@@ -107,6 +107,30 @@ def classify(ctx: FileContext, expr: cst.BaseExpression, path: Sequence[cst.CSTN
                 return preferred
         return kinds[0] if kinds[0] is kinds[1] else Value.UNKNOWN
     return Value.UNKNOWN
+
+
+def declared_by_callee(ctx: FileContext, call: cst.Call, arg: cst.Arg, path: Sequence[cst.CSTNode]) -> Value:
+    """What the function `call` calls declares the parameter receiving `arg` to hold, by its
+    annotation (`def make_step(model: eqx.Module, opt_state: optax.OptState, ...)`), for a
+    `def` of this file called by name; `UNKNOWN` otherwise. `path`: the call's ancestors."""
+    if arg.star or not isinstance(call.func, cst.Name):
+        return Value.UNKNOWN
+    bindings = ctx.bindings.of(call.func.value, [*path, call])
+    if len(bindings) != 1 or not isinstance(bindings[0].node, cst.FunctionDef):
+        return Value.UNKNOWN
+    function = bindings[0].node
+    params = [*function.params.posonly_params, *function.params.params]
+    if arg.keyword is not None:
+        params += function.params.kwonly_params
+        param = next((p for p in params if p.name.value == arg.keyword.value), None)
+    else:
+        index = next((i for i, a in enumerate(call.args) if a is arg), len(params))
+        if any(a.keyword is not None or a.star for a in call.args[:index]):
+            return Value.UNKNOWN
+        param = params[index] if index < len(params) else None
+    if param is None or param.annotation is None:
+        return Value.UNKNOWN
+    return _classify_annotation(ctx, param.annotation.annotation, [*bindings[0].path, function, function.params])
 
 
 def _classify_name(ctx: FileContext, name: cst.Name, path: Sequence[cst.CSTNode], depth: int) -> Value:

@@ -107,7 +107,7 @@ from jaxlint._callgraph import Mode, in_test, periodic, runs_many_times
 from jaxlint._frequency import loop_evidence
 from jaxlint._context import FileContext, Loop
 from jaxlint._jaxapi import FILTER_JIT, PARTIAL, decorator_target
-from jaxlint._pytrees import Value, classify, is_large
+from jaxlint._pytrees import Value, classify, declared_by_callee, is_large
 from jaxlint._nodes import comp_fors
 from jaxlint._size import SMALL, leaf_count
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
@@ -255,13 +255,18 @@ class FilterJitPerCall(Rule):
             if name is not None and name in per_item:
                 continue  # a different object every iteration (`for model in models`)
             value = classify(self.ctx, expr, [*path, call, arg])
+            declared = False
+            if value is Value.UNKNOWN:  # `def make_step(model: eqx.Module, ...)` says what it takes
+                value = declared_by_callee(self.ctx, call, arg, path)
+                declared = is_large(value)
             if _until_flag(loop) and value is not Value.MODULE:
                 continue  # `while not done:`: an iterative solver's state, a few arrays
             if is_large(value) or (value is Value.UNKNOWN and self._named_large(expr, call, path, loop)):
                 text = self.ctx.module.code_for_node(expr)
                 found.append(text)
                 sizes.append(
-                    f"`{text}` holds {'an' if value.value[0] in 'aeiou' else 'a'} {value.value}" if is_large(value)
+                    f"`{text}` holds {'an' if value.value[0] in 'aeiou' else 'a'} {value.value}"
+                    + (" (the parameter's annotation in the callee)" if declared else "") if is_large(value)
                     else f"`{text}` is named like a model, its parameters or a training state"
                 )
                 leaves.append(leaf_count(self.ctx, expr, [*path, call, arg]))
