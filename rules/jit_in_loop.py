@@ -75,6 +75,16 @@ constants, which fails when one decides a shape or Python control flow. There is
 comprehensions, for `partial(...)` or nested `def`s that capture loop variables, or when the
 wrapped name is bound elsewhere in the loop.
 
+A wrapper built on every call of a function that a loop calls moves to module level, just
+above the function's top-level statement: an inline `jax.pmap(lambda x: ..., "batch")(x)`
+becomes a module constant (`_gather_pmap`) the function calls, and a decorated nested `def`
+moves out whole. Only when everything the wrapper reads from outside itself is a builtin or
+bound at module level by a statement above the function (imports, constants); **safe** then,
+**unsafe** when such a global is bound more than once (the original saw its value at every
+call, the module-level function sees it at its one trace). No fix when it reads the
+function's parameters or locals (`self`, a scale passed in), for a wrapper stored under a
+name, or for a nested `def` whose name the module or the function binds elsewhere.
+
 The fix is plain JAX (the wrapper moved above the loop): `runtime-helpers = false` in
 `[tool.jaxlint]` changes nothing.
 
@@ -184,12 +194,15 @@ class JitInLoop(Rule):
                 return  # stored, returned or handed on, or driving a loop of the function
             if kind is None and not (isinstance(target, cst.Name) and _nested_def(function, target.value)):
                 return
+        fix = None
         if kind is None:
             assert isinstance(target, cst.Name)
             what = f"`{target.value}`, a `def` made anew on every call,"
         else:
             what = _fresh_callable(kind, target)
-        self._report_per_call(node, api, what, function, ancestors)
+            if kind in ("lambda", "partial") and isinstance(parent, cst.Call) and parent.func is node:
+                fix = self._module_level_wrapper(node, ancestors)
+        self._report_per_call(node, api, what, function, ancestors, fix=fix)
 
     def _per_call_def(self, node: cst.FunctionDef, api: str) -> None:
         """A `@jax.jit` def nested in a function that calls it: every call of the function
@@ -200,7 +213,82 @@ class JitInLoop(Rule):
             return  # a factory, whose caller decides how often it runs, or a loop's driver
         decorator = self._jit_decorator(node, api, ancestors)
         what = f"the nested `def {node.name.value}`, made anew on every call,"
-        self._report_per_call(decorator, api, what, function, ancestors, report_path=[*ancestors, node])
+        fix = self._module_level_def(node, function, ancestors)
+        self._report_per_call(decorator, api, what, function, ancestors, report_path=[*ancestors, node], fix=fix)
+
+    # -- fixes of a wrapper built on every call: build it once, at module level ---------------
+
+    def _module_level_wrapper(self, wrapper: cst.Call, ancestors: list[cst.CSTNode]) -> Fix | None:
+        """`jax.pmap(lambda x: ..., "batch")(x)` in a function: the wrapper becomes a module
+        constant made before the function's top-level statement, when everything it reads is
+        bound at module level before that statement (or is a builtin)."""
+        top = _top_level_statement(self.ctx.module, ancestors)
+        if top is None:
+            return None
+        applicability = self._module_level_reads(free_names(wrapper), top, [*ancestors, wrapper], wrapper)
+        if applicability is None:
+            return None
+        function = _enclosing_function(ancestors)
+        api = _jaxapi.api_name(self._wrapper_api(wrapper) or "jit").rpartition(".")[2]
+        base = f"_{function.name.value}_{api}" if function is not None else f"_{api}_fn"
+        name = unused_name(self.ctx.source, base, self._names)
+        config = self.ctx.module.config_for_parsing
+        statement = cst.parse_statement(f"{name} = {self.ctx.module.code_for_node(wrapper)}\n", config=config)
+        edits = (Edit(wrapper, replacement=cst.Name(name)), _insert_before(self.ctx.module, top, statement))
+        return Fix(applicability, edits, f"Create the jitted function once, as the module's `{name}`")
+
+    def _module_level_def(self, node: cst.FunctionDef, function: cst.FunctionDef, ancestors: list[cst.CSTNode]) -> Fix | None:
+        """A `@jax.jit` def nested in a function moves to module level, before the function's
+        top-level statement, when everything it reads from outside itself is bound at module
+        level before that statement, its name is bound nowhere else in the function and not at
+        module level."""
+        top = _top_level_statement(self.ctx.module, ancestors)
+        name = node.name.value
+        if top is None or not isinstance(ancestors[-1], cst.IndentedBlock):
+            return None
+        if len(self.ctx.bindings.of(name, [*ancestors, node])) != 1 or self.ctx.bindings.of(name, [self.ctx.module]):
+            return None  # bound again in the function, or a module name it would replace
+        if any(n.value == name for n in _declared_global(function)) or name in self._names:
+            return None
+        applicability = self._module_level_reads(_reads(node), top, [*ancestors, node], node)
+        if applicability is None:
+            return None
+        self._names.add(name)
+        edits = (
+            Edit(node, remove=True),
+            *_close_gap(ancestors[-1], node),
+            _insert_before(self.ctx.module, top, node),
+        )
+        return Fix(applicability, edits, f"Move `{name}` to module level, defined once")
+
+    def _module_level_reads(
+        self, reads: set[str], top: cst.BaseStatement, path: list[cst.CSTNode], anchor: cst.CSTNode
+    ) -> Applicability | None:
+        """SAFE when every name in `reads` is a builtin or bound once at module level by a
+        statement before `top`; UNSAFE when one is bound there more than once (a module global
+        the program rebinds: the original saw its value at each call, the hoisted one at its
+        trace); None when one is bound anywhere else (a local of the function, a name defined
+        after `top`)."""
+        module = self.ctx.module
+        index = module.body.index(top)
+        applicability = Applicability.SAFE
+        for name in reads:
+            bindings = self.ctx.bindings.of(name, path)
+            if not bindings:
+                if self.ctx.is_builtin(name, path, anchor=anchor):
+                    continue
+                return None
+            for binding in bindings:
+                statement = _top_level_statement(module, [*binding.path, binding.node])
+                if statement is None:
+                    return None
+                if any(isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) for n in binding.path):
+                    return None
+                if module.body.index(statement) >= index:
+                    return None
+            if len(bindings) > 1:
+                applicability = Applicability.UNSAFE
+        return applicability
 
     def _report_per_call(
         self,
@@ -210,6 +298,7 @@ class JitInLoop(Rule):
         function: cst.FunctionDef,
         ancestors: list[cst.CSTNode],
         report_path: list[cst.CSTNode] | None = None,
+        fix: Fix | None = None,
     ) -> None:
         """Report `node` when `function` runs once per iteration of a hot loop of the file
         (`ancestors`: those of the jit wrapper or of the decorated def; `report_path`: those
@@ -242,6 +331,7 @@ class JitInLoop(Rule):
             f"build the jitted function once, outside `{function.name.value}()`",
             ancestors=report_path if report_path is not None else ancestors,
             evidence=[evidence],
+            fix=fix,
         )
 
     def _bound_method(self, target: cst.Attribute, ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -779,3 +869,30 @@ def _few(ctx: FileContext, repeat) -> bool:  # type: ignore[no-untyped-def]
     path = list(repeat.site.path)
     index = next((i for i, n in enumerate(path) if n is repeat.loop), len(path))
     return loop_runs(ctx, repeat.loop, path[:index]).often is Often.FEW
+
+
+def _top_level_statement(module: cst.Module, path: Sequence[cst.CSTNode]) -> cst.BaseStatement | None:
+    """The statement of `module.body` that `path` (a node's ancestors, or the node last) runs
+    in."""
+    body = {id(statement) for statement in module.body}
+    return next((n for n in path if id(n) in body), None)  # type: ignore[return-value]
+
+
+def _declared_global(function: cst.FunctionDef) -> list[cst.Name]:
+    """The names the function declares `global` or `nonlocal`."""
+    found: list[cst.Name] = []
+    for part in iter_subtree(function.body, into_scopes=False):
+        if isinstance(part, (cst.Global, cst.Nonlocal)):
+            found.extend(item.name for item in part.names)
+    return found
+
+
+def _insert_before(module: cst.Module, top: cst.BaseStatement, statement: cst.BaseStatement) -> Edit:
+    """An edit putting `statement` at module level just before `top`, two blank lines above
+    it: after the statement before `top`, so the blank lines and comments above `top` stay
+    with it."""
+    index = module.body.index(top)
+    spaced = statement.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+    if index == 0:
+        return Edit(top, before=(statement.with_changes(leading_lines=[]),))
+    return Edit(module.body[index - 1], after=(spaced,))
