@@ -161,6 +161,7 @@ class DeviceIndex:
         self._returns_device: dict[int, bool] = {}
         self._defs: dict[int, dict[str, list[cst.FunctionDef]]] = {}
         self._runs_compiled: dict[tuple[int, int, bool], bool] = {}
+        self._work_loops: dict[tuple[int, int], bool] = {}
 
     # -- public questions -------------------------------------------------------------------
 
@@ -287,6 +288,51 @@ class DeviceIndex:
                 for node, node_path in _expressions(target.body, (*scope_path, target))
             )
             self._runs_compiled[key] = cached
+        return cached
+
+    def runs_work_loop(self, call: cst.Call, ancestors: Sequence[cst.CSTNode], depth: int = 0) -> bool:
+        """Whether `call` runs a function of this file (a `def` it can see, or a method
+        called on `self`), or one that such a function calls, whose body has a loop that runs
+        many times (`_frequency.loop_runs`: over data or steps, not a model's layers or a
+        short table) and sends work to the device on each iteration: a training run, an
+        evaluation over a data set. A cost paid once per `call` is paid once per such loop."""
+        from ._frequency import Often, loop_runs
+
+        path = tuple(ancestors)
+        func = call.func
+        target: cst.FunctionDef | None = None
+        scope_path: tuple[cst.CSTNode, ...] = ()
+        if isinstance(func, cst.Name):
+            if self.ctx.resolve(func, path, anchor=call) is not None:
+                return False
+            found = self._local_def(func.value, path)
+            if found is not None:
+                target, scope_path = found
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            target = _method_def(func.attr.value, path)
+            owner = next((i for i in range(len(path) - 1, -1, -1) if isinstance(path[i], cst.ClassDef)), None)
+            if target is not None and owner is not None:
+                scope_path = (*path[: owner + 1], path[owner].body)  # type: ignore[attr-defined]
+        if target is None or not isinstance(target.body, cst.IndentedBlock):
+            return False
+        if self.is_traced((*scope_path, target, target.body)):
+            return False  # a jitted function's loop unrolls into the one program each call runs
+        key = (id(target), depth)
+        cached = self._work_loops.get(key)
+        if cached is not None:
+            return cached
+        self._work_loops[key] = False  # recursion
+        inside = (*scope_path, target)
+        cached = False
+        for node, node_path in _expressions(target.body, inside):
+            if isinstance(node, (cst.For, cst.While)):
+                if loop_runs(self.ctx, node, node_path, calls=True).often is Often.MANY and self.loop_dispatches(node, node_path):
+                    cached = True
+                    break
+            elif isinstance(node, cst.Call) and depth < 1 and self.runs_work_loop(node, node_path, depth + 1):
+                cached = True
+                break
+        self._work_loops[key] = cached
         return cached
 
     def _compiled_call(self, call: cst.Call, path: tuple[cst.CSTNode, ...]) -> bool:

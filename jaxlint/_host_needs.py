@@ -3,8 +3,10 @@
 A copy to the host inside a loop stalls the loop, unless the program needs the Python value
 right away and no reordering could defer it: an index or slice bound (`x[: n.item()]`), a
 static argument of a JAX op (a shape), `range(...)`, an assertion, a test that decides what
-runs next, a list of sizes then used as shapes, or an argument of a host library that
-computes with it at once (`library.toml`'s `host-consumers`: sklearn, scipy, mujoco, PIL...).
+runs next (also through the names the loop computes from it: `dx = float(d)`, `total += dx`,
+`if total > tol:`), a value the next iteration starts from, a list of sizes then used as
+shapes, or an argument of a host library that computes with it at once (`library.toml`'s
+`host-consumers`: sklearn, scipy, mujoco, PIL...).
 Rules that weigh a host copy (host-copy-in-loop) ask here rather than guessing.
 """
 
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ._jaxapi import is_array_op, is_host_consumer
-from ._nodes import reads_name, root_name
+from ._nodes import free_names, iter_subtree, reads_name, root_name
 from ._scope import target_names
 from ._walk import path_below, walk_with_paths
 
@@ -25,6 +27,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "array_op_call",
+    "carried",
+    "decided_on",
+    "derived",
     "feeds_host_library",
     "handed_to_host_library",
     "is_assertion",
@@ -175,3 +180,130 @@ def feeds_host_library(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode]
     index = next((i for i, n in enumerate(path) if n is call), len(path))
     name = ctx.resolve(call.func, path[:index], anchor=call)
     return name is not None and is_host_consumer(name)
+
+
+_GROWING_METHODS = frozenset({"append", "extend", "add", "update", "insert", "appendleft"})
+
+
+def _small_statements(loop: cst.CSTNode) -> list[cst.CSTNode]:
+    body = getattr(loop, "body", None)
+    if body is None:
+        return []
+    return [n for n in iter_subtree(body, into_scopes=False) if isinstance(n, cst.BaseSmallStatement)]
+
+
+def derived(loop: cst.CSTNode, names: set[str], *, grown: bool = False) -> set[str]:
+    """`names` and the names `loop`'s body assigns from them (`total += dx`, `score = a *
+    total`), followed through two passes of the body (so a value carried to the next
+    iteration counts). `grown`: also a collection the body adds them to (`hist.append(dx)`)."""
+    smalls = _small_statements(loop)
+    found = set(names)
+    for _ in range(2):
+        for small in smalls:
+            if isinstance(small, cst.Assign) and free_names(small.value) & found:
+                found |= {n for t in small.targets for n in free_names(t.target)}
+            elif isinstance(small, (cst.AugAssign, cst.AnnAssign)) and small.value is not None:
+                if free_names(small.value) & found:
+                    found |= free_names(small.target)
+            elif grown and isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                func = small.value.func
+                if (
+                    isinstance(func, cst.Attribute)
+                    and func.attr.value in _GROWING_METHODS
+                    and isinstance(func.value, cst.Name)
+                    and any(free_names(a.value) & found for a in small.value.args)
+                ):
+                    found.add(func.value.value)
+    return found
+
+
+def decided_on(loop: cst.CSTNode, names: set[str], statement: cst.CSTNode | None = None) -> bool:
+    """Whether the loop decides what to do on `names` (its `while` test, an `if` or a
+    conditional expression reads one), or, after `statement` (a statement of the loop's body
+    that assigns them), on a value the following statements compute from them on every
+    iteration (`dx = float(d)`, `total += dx`, `score = a * total`, `if score < eps:`): the
+    host needs the value on the iteration that computes it. Only the body's own statements
+    up to the first that can leave the iteration (a `continue`, `break` or `return` in it)
+    are followed: a sum tested only on some iterations (`if step % k:` ... `continue`,
+    then `avg = total / k`) could be kept on the device until then."""
+    if isinstance(loop, cst.While) and free_names(loop.test) & names:
+        return True
+    for node in iter_subtree(loop, into_scopes=False):
+        if isinstance(node, (cst.If, cst.IfExp)) and free_names(node.test) & names:
+            return True
+    block = getattr(loop, "body", None)
+    if statement is None or not isinstance(block, cst.IndentedBlock):
+        return False
+    body = list(block.body)
+    index = next((i for i, s in enumerate(body) if s is statement), None)
+    if index is None:
+        return False
+    found = set(names)
+    for following in body[index + 1 :]:
+        for node in iter_subtree(following.test if isinstance(following, cst.If) else following, into_scopes=False):
+            if isinstance(node, (cst.If, cst.IfExp)) and free_names(node.test) & found:
+                return True
+        if isinstance(following, cst.If) and free_names(following.test) & found:
+            return True
+        if isinstance(following, cst.SimpleStatementLine):
+            for small in following.body:
+                if isinstance(small, cst.Assign) and free_names(small.value) & found:
+                    found |= {n for t in small.targets for n in target_names(t.target)}
+                elif isinstance(small, (cst.AugAssign, cst.AnnAssign)) and small.value is not None:
+                    if free_names(small.value) & found:
+                        found |= set(target_names(small.target))
+        if any(isinstance(n, (cst.Continue, cst.Break, cst.Return, cst.Raise)) for n in iter_subtree(following, into_scopes=False)):
+            return False
+    return isinstance(loop, cst.While) and bool(free_names(loop.test) & found)
+
+
+def carried(loop: cst.CSTNode, statement: cst.CSTNode, names: set[str]) -> bool:
+    """Whether values computed from `names` (assigned by `statement`) are read by the loop
+    before `statement` runs again: in its `while` test, or earlier in its body. The host
+    value then feeds the next iteration (a prompt re-tokenised from decoded text)."""
+    if not isinstance(loop, (cst.For, cst.While)):
+        return False
+    found = derived(loop, names, grown=True)
+    if isinstance(loop, cst.While) and free_names(loop.test) & found:
+        return True
+    rebound = set(target_names(loop.target)) if isinstance(loop, cst.For) else set()
+    for small in _small_statements(loop):
+        if any(small is n for n in statement.body):  # type: ignore[attr-defined]
+            return False
+        reads = _reads(small) - rebound
+        if reads & found and not (isinstance(small, cst.Expr) and _only_grows(small, found)):
+            return True
+        rebound |= _binds(small)
+    return False
+
+
+def _reads(small: cst.CSTNode) -> set[str]:
+    """Names a small statement reads (not the names it only assigns)."""
+    if isinstance(small, cst.Assign):
+        names = free_names(small.value)
+        for t in small.targets:
+            if not isinstance(t.target, (cst.Name, cst.Tuple, cst.List)):
+                names |= free_names(t.target)
+        return names
+    if isinstance(small, cst.AnnAssign):
+        return free_names(small.value) if small.value is not None else set()
+    return free_names(small)
+
+
+def _binds(small: cst.CSTNode) -> set[str]:
+    if isinstance(small, cst.Assign):
+        return {n for t in small.targets for n in target_names(t.target)}
+    if isinstance(small, cst.AnnAssign) and small.value is not None:
+        return set(target_names(small.target))
+    return set()
+
+
+def _only_grows(small: cst.Expr, found: set[str]) -> bool:
+    """`results.append(...)`: adding to a collection is not reading it."""
+    call = small.value
+    return (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value in _GROWING_METHODS
+        and not any(free_names(a.value) & found for a in call.args)
+    )

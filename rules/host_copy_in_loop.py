@@ -58,13 +58,22 @@ each of its own iterations, an eval loop over a test set, is still judged), unde
 parameter's default and no call in the file sets it, or a configuration field declared False),
 in a condition that decides what the loop does next
 (`if float(loss) < best:`, `while float(err) > tol:`, `if any(isnan(float(m)) for m in means):`),
+also through the names the following statements of the iteration compute from the copy
+(`dx = float(d)`, `drift += dx`, `score = a * drift`, `if score < eps:`; not past a statement
+that can `continue`, `break` or `return`: a sum tested only on some iterations could stay on
+the device until then),
 for a value a host library computes with at once (`make_moons(random_state=int(seed))`, a
 simulator state stored into the object `mujoco.mj_forward` is given, an image for
 `PIL.Image.fromarray`: `library.toml`'s `host-consumers`),
 in a loop that waits for the device on every iteration anyway because it needs one fresh
 value at once (an index `log_probs[int(action)]`, `env.step(int(action))` whose result the
-next iteration uses, an `if` on a device value, `eqx.filter_jit` calls): the other copies
-beside that wait cost a copy, not a stall; of values computed before the loop
+next iteration uses, an `if` on a device value, `eqx.filter_jit` calls, a host library given
+this iteration's device results or what a call made of them: `frame = env.render(state)`
+then `Image.fromarray(frame)`): the other copies beside that wait cost a copy, not a stall;
+once per iteration of a loop that runs an inner loop of device work, in its body or in a
+function of the file it calls (a training run or an evaluation over a data set per round:
+`ctx.device.runs_work_loop`; not a loop over a model's layers, nor a jitted function's
+loop, which is one compiled program); of values computed before the loop
 (after the first copy jax keeps the host copy), of NumPy values, in loops that send no work
 to the device, and inside jitted or otherwise traced code. It also stays silent for a list of
 Python values built to be used where Python values are needed right after
@@ -130,7 +139,7 @@ from jaxlint._frequency import Often, loop_evidence, loop_runs, off_by_default
 from jaxlint._context import Loop
 from jaxlint._device import HostCopy
 from jaxlint._jaxapi import FILTER_JIT
-from jaxlint._host_needs import needed_now, passed_to_host_library, statement_of
+from jaxlint._host_needs import carried, decided_on, feeds_host_library, needed_now, passed_to_host_library, statement_of
 from jaxlint._nodes import comp_fors, free_names, iter_subtree, reads_name
 from jaxlint._scope import target_names
 from jaxlint._walk import path_below, walk_with_paths
@@ -238,13 +247,21 @@ class HostCopyInLoop(Rule):
 
     def _per_outer_iteration(self, loop: Loop, loop_path: list[cst.CSTNode], path: list[cst.CSTNode]) -> bool:
         """`loop` runs an inner loop that does the device work (an epoch loop around a batch
-        loop) and `node` is outside it: one copy per epoch is not the bottleneck."""
+        loop), in its body or in a function of the file it calls (a training run per round:
+        `DeviceIndex.runs_work_loop`), and `node` is outside it: one copy per epoch or round
+        is not the bottleneck."""
         inside = {id(n) for n in path}
         for node, node_path in walk_with_paths(loop, loop_path):
-            if node is loop or not isinstance(node, (cst.For, cst.While)) or id(node) in inside:
+            if node is loop or id(node) in inside:
                 continue
-            if self.ctx.device.loop_dispatches(node, node_path):
+            if isinstance(node, (cst.For, cst.While)) and self.ctx.device.loop_dispatches(node, node_path):
                 return True
+            # The same loop in a function every iteration calls (`train(model, data)` per
+            # round), not one some iterations call (`if step % 500 == 0: evaluate(...)`)
+            if isinstance(node, cst.Call) and self.ctx.device.runs_work_loop(node, node_path):
+                full = [*node_path, node]
+                if not self._guarded(full, loop) and not _after_sometimes_skip(full, loop):
+                    return True
         return False
 
     def _logs_results(
@@ -293,6 +310,10 @@ class HostCopyInLoop(Rule):
         for node, path in walk_with_paths(loop, loop_path) if not found else ():
             full = [*path, node]
             if isinstance(node, cst.Call):
+                if feeds_host_library(self.ctx, node, full) and not self._guarded(full, loop):
+                    if self._hands_device_results(node, full, loop):
+                        found = True  # `Image.fromarray(env.render(state))`: the host reads the state now
+                        break
                 consumer = device.consumer(node, path)
                 if consumer is not None and consumer.api in FILTER_JIT and not self._guarded(full, loop):
                     found = True
@@ -328,6 +349,37 @@ class HostCopyInLoop(Rule):
                     break
         self._must_wait[id(loop)] = found
         return found
+
+    def _hands_device_results(self, call: cst.Call, path: list[cst.CSTNode], loop: Loop) -> bool:
+        """Whether `call` (a host library's, on `path`, which ends with it) is given a fresh
+        device value, or a name the loop binds to what a call given one returns (`img =
+        env.render(state)`, then `Image.fromarray(img)`): the host library computes with it
+        at once, so either the call read the device value on the host or its result is
+        copied now; the iteration waits for the device whatever else it does."""
+        device = self.ctx.device
+        for arg in call.args:
+            arg_path = path_below(path, arg.value)
+            if arg_path is None:
+                continue
+            if device.holds(arg.value, arg_path) and _fresh(self.ctx, arg.value, arg_path, loop):
+                return True
+            if not isinstance(arg.value, cst.Name) or not isinstance(loop, (cst.For, cst.While)):
+                continue
+            for made, made_path in walk_with_paths(loop.body, [*_loop_path(self.ctx, loop), loop]):
+                if not (
+                    isinstance(made, cst.Assign)
+                    and len(made.targets) == 1
+                    and isinstance(made.targets[0].target, cst.Name)
+                    and made.targets[0].target.value == arg.value.value
+                    and isinstance(made.value, cst.Call)
+                ):
+                    continue
+                given = [*made_path, made, made.value]
+                for inner in made.value.args:
+                    inner_path = path_below(given, inner.value)
+                    if inner_path is not None and device.holds(inner.value, inner_path) and _fresh(self.ctx, inner.value, inner_path, loop):
+                        return True
+        return False
 
     def _guarded(self, path: list[cst.CSTNode], loop: Loop) -> bool:
         """Whether the end of `path` runs only on some iterations of `loop`."""
@@ -365,7 +417,7 @@ class HostCopyInLoop(Rule):
                 if isinstance(small, (cst.Assign, cst.AugAssign)) and any(n is small for n in path):
                     targets = small.targets if isinstance(small, cst.Assign) else [small]
                     names = {n for t in targets for n in target_names(t.target)}
-                    if any(_tested(loop, name) for name in names) or _carried(loop, statement, names):
+                    if decided_on(loop, names, statement) or carried(loop, statement, names):
                         return True
         return False
 
@@ -854,89 +906,20 @@ def _tested_here(path: list[cst.CSTNode], loop: Loop) -> bool:
     )
 
 
-_GROWING_METHODS = frozenset({"append", "extend", "add", "update", "insert", "appendleft"})
-
-
-def _carried(loop: Loop, statement: cst.CSTNode, names: set[str]) -> bool:
-    """Whether values computed from `names` (assigned by `statement`) are read by the loop
-    before `statement` runs again: in its `while` test, or earlier in its body. The host
-    value then feeds the next iteration (a prompt re-tokenised from decoded text)."""
-    if not isinstance(loop, (cst.For, cst.While)):
+def _after_sometimes_skip(path: list[cst.CSTNode], loop: Loop) -> bool:
+    """Whether the end of `path` comes after a statement of `loop`'s body that skips the rest
+    of the iteration on some iterations (`if step % k != 0: continue`)."""
+    block = getattr(loop, "body", None)
+    if not isinstance(block, cst.IndentedBlock):
         return False
-    smalls: list[cst.CSTNode] = [
-        n for n in iter_subtree(loop.body, into_scopes=False) if isinstance(n, cst.BaseSmallStatement)
-    ]
-    derived = set(names)
-    for _ in range(2):
-        for small in smalls:
-            if isinstance(small, cst.Assign) and free_names(small.value) & derived:
-                derived |= {n for t in small.targets for n in free_names(t.target)}
-            elif isinstance(small, (cst.AugAssign, cst.AnnAssign)) and small.value is not None:
-                if free_names(small.value) & derived:
-                    derived |= free_names(small.target)
-            elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-                func = small.value.func
-                if (
-                    isinstance(func, cst.Attribute)
-                    and func.attr.value in _GROWING_METHODS
-                    and isinstance(func.value, cst.Name)
-                    and any(free_names(a.value) & derived for a in small.value.args)
-                ):
-                    derived.add(func.value.value)
-    if isinstance(loop, cst.While) and free_names(loop.test) & derived:
-        return True
-    rebound = set(target_names(loop.target)) if isinstance(loop, cst.For) else set()
-    for small in smalls:
-        if any(small is n for n in statement.body):  # type: ignore[attr-defined]
+    start = _index(path, loop)
+    top = path[start + 2] if len(path) > start + 2 and path[start + 1] is block else None
+    for statement in block.body:
+        if statement is top:
             return False
-        reads = _reads(small) - rebound
-        if reads & derived and not (isinstance(small, cst.Expr) and _only_grows(small, derived)):
-            return True
-        rebound |= _binds(small)
-    return False
-
-
-def _reads(small: cst.CSTNode) -> set[str]:
-    """Names a small statement reads (not the names it only assigns)."""
-    if isinstance(small, cst.Assign):
-        names = free_names(small.value)
-        for t in small.targets:
-            if not isinstance(t.target, (cst.Name, cst.Tuple, cst.List)):
-                names |= free_names(t.target)
-        return names
-    if isinstance(small, cst.AnnAssign):
-        return free_names(small.value) if small.value is not None else set()
-    return free_names(small)
-
-
-def _binds(small: cst.CSTNode) -> set[str]:
-    if isinstance(small, cst.Assign):
-        return {n for t in small.targets for n in target_names(t.target)}
-    if isinstance(small, cst.AnnAssign) and small.value is not None:
-        return set(target_names(small.target))
-    return set()
-
-
-def _only_grows(small: cst.Expr, derived: set[str]) -> bool:
-    """`results.append(...)`: adding to a collection is not reading it."""
-    call = small.value
-    return (
-        isinstance(call, cst.Call)
-        and isinstance(call.func, cst.Attribute)
-        and call.func.attr.value in _GROWING_METHODS
-        and not any(free_names(a.value) & derived for a in call.args)
-    )
-
-
-def _tested(loop: Loop, name: str) -> bool:
-    """Whether the loop decides something on `name`: its `while` test, or an `if` test."""
-    if isinstance(loop, cst.While) and reads_name(loop.test, name):
-        return True
-    for node in iter_subtree(loop, into_scopes=False):
-        if isinstance(node, cst.If) and reads_name(node.test, name):
-            return True
-        if isinstance(node, cst.IfExp) and reads_name(node.test, name):
-            return True
+        if isinstance(statement, cst.If) and _sometimes(statement.test, loop):
+            if any(isinstance(n, (cst.Continue, cst.Break, cst.Return)) for n in iter_subtree(statement, into_scopes=False)):
+                return True
     return False
 
 

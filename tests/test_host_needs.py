@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from jaxlint._host_needs import needed_now
+from jaxlint._host_needs import carried, decided_on, needed_now
 from test_frequency_size import first_node
 
 _PRELUDE = "import jax\nimport jax.numpy as jnp\nimport numpy as np\nfrom sklearn.datasets import make_moons\n\n"
@@ -41,3 +41,45 @@ def _needed(body: str) -> bool:
 )
 def test_needed_now(body: str, needed: bool) -> None:
     assert _needed(body) is needed
+
+
+def _loop_and_statement(body: str) -> tuple[cst.CSTNode, cst.CSTNode]:
+    """The loop of `body`, and its statement that converts with `float(...)`."""
+    _, loop, _ = first_node(_PRELUDE + body, lambda n: isinstance(n, (cst.For, cst.While)))
+    statement = next(
+        n for n in loop.body.body if isinstance(n, cst.SimpleStatementLine) and "float(" in cst.Module([n]).code  # type: ignore[attr-defined,list-item]
+    )
+    return loop, statement
+
+
+@pytest.mark.parametrize(
+    ("body", "decided"),
+    [
+        ("for x in xs:\n    dx = float(d)\n    if dx > tol:\n        break\n", True),
+        # through the names the loop computes from it: summed, weighed, then tested
+        ("for x in xs:\n    dx = float(d)\n    total += dx\n    score = 2 * total\n    if score > tol:\n        continue\n", True),
+        ("for x in xs:\n    dx = float(d)\n    quiet = quiet + 1 if dx < tol else 0\n", True),  # a conditional expression
+        ("while running:\n    dx = float(d)\n    running = dx > tol\n", True),  # the while test
+        ("for x in xs:\n    dx = float(d)\n    total += dx\n    print(total)\n", False),
+        # tested only on the iterations that get past a `continue`: it could wait until then
+        ("for i in xs:\n    dx = float(d)\n    total += dx\n    if i % 10:\n        continue\n    if total > tol:\n        break\n", False),
+        # a list it is added to, tested by its length only: no value needed
+        ("for x in xs:\n    dx = float(d)\n    seen.append(dx)\n    if len(seen) > 10:\n        seen.pop(0)\n", False),
+    ],
+)
+def test_decided_on(body: str, decided: bool) -> None:
+    loop, statement = _loop_and_statement(body)
+    assert decided_on(loop, {"dx"}, statement) is decided
+
+
+@pytest.mark.parametrize(
+    ("body", "carries"),
+    [
+        # decoded text re-read at the top of the next iteration
+        ("for x in xs:\n    ids = tokenize(prompt)\n    tok = float(d)\n    prompt += str(tok)\n", True),
+        ("for x in xs:\n    tok = float(d)\n    out.append(tok)\n", False),  # only collected
+    ],
+)
+def test_carried(body: str, carries: bool) -> None:
+    loop, statement = _loop_and_statement(body)
+    assert carried(loop, statement, {"tok"}) is carries
