@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import _jaxapi
-from ._nodes import assigns_name
+from ._nodes import assigns_name, iter_subtree
 from ._scope import dotted_name, target_names
 from ._walk import iter_children
 
@@ -396,8 +396,11 @@ class DeviceIndex:
             return HostCopy(call, f"{func.value}()", call.args[0].value)
         return None
 
-    def consumer(self, call: cst.Call, ancestors: Sequence[cst.CSTNode] | None = None) -> Consumer | None:
-        """The jitted callable `call` goes to, or None when it is not known to be jitted."""
+    def consumer(
+        self, call: cst.Call, ancestors: Sequence[cst.CSTNode] | None = None, *, instances: bool = False
+    ) -> Consumer | None:
+        """The jitted callable `call` goes to, or None when it is not known to be jitted.
+        `instances`: also a jitted method called on an instance of a class (`instance_jit`)."""
         path = tuple(self.ctx.ancestors if ancestors is None else ancestors)
         func = call.func
         if isinstance(func, cst.Call):
@@ -409,6 +412,9 @@ class DeviceIndex:
             target = found[0] if found is not None else None
             return Consumer(api, target, _params(target))
         api = self.ctx.jit.callee(call, list(path))
+        if api is None and instances:
+            api = self.instance_jit(call, path)
+            return Consumer(api, None, None) if api is not None else None
         if api is None:
             return None
         if isinstance(func, cst.Attribute):
@@ -418,16 +424,108 @@ class DeviceIndex:
             target = self._jitted_def(func.value, path)
         return Consumer(api, target, _params(target))
 
+    def instance_jit(self, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> str | None:
+        """The jit API compiling `holder.method(...)` where `holder` holds an instance of a
+        class whose `method` is jitted: a name its scope binds, every time, to a call of such
+        a class (`trainer = Trainer(cfg); trainer.step(state, batch)`), or `self.attr` that
+        the enclosing class's methods set, every time, to one (`self.model = Model(cfg)` in
+        `__init__`, one class per branch: each must jit the method). The class is one of this
+        file (the method jitted in its body, else in a base) or of another module of the
+        project (`Project.jitted_method`, through its bases). None when any is not known."""
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return None
+        made = self._instances(func.value, tuple(ancestors))
+        if not made:
+            return None
+        apis = [self._class_jit(cls, func.attr.value, at, call, 0) for cls, at in made]
+        return apis[0] if all(apis) else None
+
+    def _instances(
+        self, holder: cst.BaseExpression, path: tuple[cst.CSTNode, ...]
+    ) -> list[tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]]] | None:
+        """The classes `holder` is made from (what each of its bindings calls, and where to
+        read that), or None when one binding is not a call."""
+        from ._bindings import Kind
+
+        calls: list[tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]]] = []
+        if isinstance(holder, cst.Name) and holder.value not in ("self", "cls"):
+            for binding in self.ctx.bindings.of(holder.value, [*path, holder]):
+                if binding.kind is not Kind.ASSIGN or not isinstance(binding.value, cst.Call):
+                    return None
+                calls.append((binding.value.func, (*binding.path, binding.node)))
+            return calls
+        if not (isinstance(holder, cst.Attribute) and isinstance(holder.value, cst.Name) and holder.value.value == "self"):
+            return None
+        index = next((i for i in range(len(path) - 1, -1, -1) if isinstance(path[i], cst.ClassDef)), None)
+        if index is None:
+            return None
+        owner = path[index]
+        assert isinstance(owner, cst.ClassDef)
+        attribute = holder.attr.value
+        for method in owner.body.body:
+            if not isinstance(method, cst.FunctionDef):
+                continue
+            at = (*path[: index + 1], owner.body, method, method.body)
+            for node in iter_subtree(method.body, into_scopes=False):
+                targets: list[cst.BaseExpression] = []
+                if isinstance(node, cst.Assign):
+                    targets = [t.target for t in node.targets]
+                elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+                    targets = [node.target]
+                for target in targets:
+                    elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+                    for element in elements:
+                        if not (
+                            isinstance(element, cst.Attribute)
+                            and isinstance(element.value, cst.Name)
+                            and element.value.value == "self"
+                            and element.attr.value == attribute
+                        ):
+                            continue
+                        value = getattr(node, "value", None)
+                        if element is not target or not isinstance(node, (cst.Assign, cst.AnnAssign)) or not isinstance(value, cst.Call):
+                            return None
+                        calls.append((value.func, at))
+        return calls
+
+    def _class_jit(
+        self, cls: cst.BaseExpression, method: str, path: tuple[cst.CSTNode, ...], anchor: cst.CSTNode, depth: int
+    ) -> str | None:
+        """The jit API of `method` of the class `cls` names (read at the end of `path`)."""
+        if depth > 8:
+            return None
+        if isinstance(cls, cst.Name):
+            bindings = self.ctx.bindings.of(cls.value, [*path, cls])
+            if len(bindings) == 1 and isinstance(bindings[0].node, cst.ClassDef):
+                node = bindings[0].node
+                if any(isinstance(s, cst.FunctionDef) and s.name.value == method for s in node.body.body):
+                    return self.ctx.jit._scoped.get((id(node), method)) or None
+                at = (*bindings[0].path, node)
+                return next(
+                    (api for base in node.bases if (api := self._class_jit(base.value, method, at, node, depth + 1))), None
+                )
+        project = self.ctx.project
+        name = self.ctx.resolve(cls, list(path), anchor=anchor) if project is not None else None
+        if project is None or name is None:
+            return None
+        return project.jitted_method(name, method, self.ctx.module_name)
+
     def looped_consumer(
-        self, call: cst.Call, loop_types: tuple[type[cst.CSTNode], ...] = (cst.For, cst.While)
+        self,
+        call: cst.Call,
+        loop_types: tuple[type[cst.CSTNode], ...] = (cst.For, cst.While),
+        *,
+        instances: bool = False,
     ) -> tuple[Consumer, list[cst.CSTNode]] | None:
         """For the call being visited: its jitted callable and the enclosing loops of
         `loop_types` (outermost first), when the call passes arguments, runs in such a loop,
         is dispatched from eager code and is not test code; None otherwise. What the data-loop
-        rules look at before asking what the loop feeds the call."""
+        rules look at before asking what the loop feeds the call. `instances`: as for
+        `consumer`."""
         if not call.args:
             return None
-        consumer = self.consumer(call)
+        consumer = self.consumer(call, instances=instances)
         if consumer is None:
             return None
         loops = [loop for loop in self.ctx.loops(call) if isinstance(loop, loop_types)]
@@ -436,7 +534,7 @@ class DeviceIndex:
             return None
         return consumer, loops
 
-    def looped_forwards(self, call: cst.Call) -> tuple[list[Forward], list[cst.CSTNode]] | None:
+    def looped_forwards(self, call: cst.Call, *, instances: bool = False) -> tuple[list[Forward], list[cst.CSTNode]] | None:
         """For the call being visited, which is not itself of a jitted callable: what it hands
         through a function of this file to a jitted one (`forwards`), and the enclosing `for`
         and `while` loops, under the conditions of `looped_consumer`."""
@@ -444,14 +542,14 @@ class DeviceIndex:
             return None
         loops = [loop for loop in self.ctx.loops(call) if isinstance(loop, (cst.For, cst.While))]
         ancestors = self.ctx.ancestors
-        if not loops or self.consumer(call) is not None:
+        if not loops or self.consumer(call, instances=instances) is not None:
             return None
-        forwards = self.forwards(call, ancestors)
+        forwards = self.forwards(call, ancestors, instances=instances)
         if not forwards or self.is_traced(ancestors) or self.in_test(ancestors):
             return None
         return forwards, loops
 
-    def forwards(self, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> list[Forward]:
+    def forwards(self, call: cst.Call, ancestors: Sequence[cst.CSTNode], *, instances: bool = False) -> list[Forward]:
         """The arguments `call` hands on to a jitted callable through the function it calls:
         a `def` of this file (or a method of the enclosing class, called on `self`) whose body
         passes the parameter, never reassigned, as it is to a jitted call of its own
@@ -485,7 +583,7 @@ class DeviceIndex:
         for site in known.body:
             if site.scope is not helper:
                 continue  # a nested function's or lambda's call
-            inner = self.consumer(site.call, site.path)
+            inner = self.consumer(site.call, site.path, instances=instances)
             if inner is None:
                 continue
             for arg in site.call.args:

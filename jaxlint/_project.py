@@ -89,6 +89,11 @@ class ModuleFacts:
     # call of that class (`agent = Agent(...)`). Loops over a short literal table, tests and
     # traced bodies are left out.
     looped: tuple[tuple[str, str], ...] = ()
+    # Methods of its top-level classes that are jitted (a jit decorator, or a class-level
+    # `step = jax.jit(_step)`), as ("Class.method", jit API): what `trainer.step(batch)`
+    # compiles, for an instance of the class or of a subclass; a subclass's other methods
+    # with an empty API (they override a base's jitted one).
+    methods: tuple[tuple[str, str], ...] = ()
     # Whether its tree was read, so every call it makes is in `traced_calls`/`eager_calls`
     # (False: read from its import lines alone; `steps.train_step(...)` is not known).
     parsed: bool = False
@@ -115,6 +120,8 @@ class Project:
     _streams: set[str] = field(default_factory=set)  # generators over data, iterable classes
     _forwards: dict[str, tuple[tuple[int, str], ...]] = field(default_factory=dict)  # function -> (index, callee)
     _looped: dict[str, tuple[str, int]] = field(default_factory=dict)  # callee -> (display path, loop line)
+    _methods: dict[str, dict[str, str]] = field(default_factory=dict)  # class -> its methods -> jit API ("": not jitted)
+    _class_jit: dict[str, dict[str, str]] = field(default_factory=dict)  # `_jitted_methods`, as asked
     digest: str = ""
     library: _jaxapi.Library = field(default_factory=_jaxapi.base_library)  # with `extend-*` names
 
@@ -154,6 +161,9 @@ class Project:
                 for name, built in module.builds:
                     project._builds[f"{module.module}.{name}"] = built
                 project._streams.update(f"{module.module}.{name}" for name in module.streams)
+                for name, api in module.methods:
+                    owner, _, method = name.rpartition(".")
+                    project._methods.setdefault(f"{module.module}.{owner}", {})[method] = api
                 for name, passed in module.forwards:
                     index, _, callee = passed.partition(":")
                     key = f"{module.module}.{name}"
@@ -173,11 +183,17 @@ class Project:
             project._eager.update(map(canonical, module.eager_calls))
         for display, module in facts:
             if imported_jit and any(
-                project._jitted.get(c) or project._factories.get(c) for c in map(canonical, module.traced_calls | module.eager_calls)
+                project._jitted.get(c) or project._factories.get(c) or project._makes_jitted(c)
+                for c in map(canonical, module.traced_calls | module.eager_calls)
             ):
                 project._calls_jitted.add(display)
         project._key_files(facts, imported_jit)
         return project
+
+    def _makes_jitted(self, name: str) -> bool:
+        """Whether `name` is a class of the project with a jitted method (its own or a base's):
+        a module that makes one calls what the project jits."""
+        return bool(self._methods) and (name in self._methods or name in self._bases) and bool(self._jitted_methods(name))
 
     def _key_files(self, facts: list[tuple[str, ModuleFacts]], imported_jit: bool) -> None:
         """Each file's `digest_for`: the answers its findings can read from the rest of the
@@ -194,7 +210,8 @@ class Project:
         members: dict[str, list[str]] = {}  # module -> its names jitted, factories, re-exported
         if imported_jit:
             for name in (
-                *self._jitted, *self._factories, *self._aliases, *self._bases, *self._builds, *self._streams, *self._forwards
+                *self._jitted, *self._factories, *self._aliases, *self._bases, *self._builds, *self._streams, *self._forwards,
+                *self._methods,
             ):  # fmt: skip
                 members.setdefault(name.rpartition(".")[0], []).append(name)
         answers: dict[str, str] = {}
@@ -207,8 +224,10 @@ class Project:
                 handed = self._forwarded(target) if target in self._forwards else ()
                 bases = " ".join(sorted(self.ancestors(target))) if target in self._bases else ""
                 linen = "linen" if self._builds_linen(target, 0) else ""
+                methods = self._jitted_methods(target) if target in self._bases or target in self._methods else {}
                 known = answers[name] = (
                     f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''} {handed} {bases} {linen}"
+                    f" {sorted(methods.items())}"
                 )
             return known
 
@@ -272,7 +291,7 @@ class Project:
         """Whether `name` is a callable of the project that the summaries say something of."""
         return (
             name in self._jitted or name in self._factories or name in self._bases or name in self._builds
-            or name in self._streams or name in self._forwards
+            or name in self._streams or name in self._forwards or name in self._methods
         )  # fmt: skip
 
     def _module_classes(self) -> None:
@@ -348,6 +367,24 @@ class Project:
                     found.add(base)
                     stack.append(base)
         return found
+
+    def jitted_method(self, cls: str, method: str, module: str | None = None) -> str | None:
+        """The jit API compiling `method` of the project class `cls` (as imported into
+        `module`): a jitted method of the class, or of a class it subclasses through the
+        project, the nearest first; None when it is not known to be jitted."""
+        if not self._methods:
+            return None
+        return self._jitted_methods(self.canonical(self._absolute(cls, module))).get(method)
+
+    def _jitted_methods(self, cls: str) -> dict[str, str]:
+        """Every jitted method of the class `cls` (absolute), its own over its bases'."""
+        known = self._class_jit.get(cls)
+        if known is None:
+            found: dict[str, str] = {}
+            for owner in (*sorted(self.ancestors(cls)), cls):  # the class's own last: they win
+                found.update(self._methods.get(owner, {}))
+            known = self._class_jit[cls] = {method: api for method, api in found.items() if api}
+        return known
 
     def looped(self, name: str) -> tuple[str, int] | None:
         """Where another module calls the project callable `name` (absolute: `pkg.steps.f`,
@@ -721,6 +758,7 @@ class _Summary:
             streams=tuple(sorted(self._streams())),
             forwards=tuple(sorted(self._forwards())),
             looped=_LoopCalls(self, traced).found(self.tree),
+            methods=tuple(sorted(self._jitted_methods())),
             parsed=True,
         )
 
@@ -735,6 +773,26 @@ class _Summary:
                     name = f"{self.module}.{local}" if local is not None else self.resolve(base)
                     if name is not None:
                         found.add((statement.name, name))
+        return found
+
+    def _jitted_methods(self) -> set[tuple[str, str]]:
+        """`methods`: the jit-decorated methods of the top-level classes, and class-level
+        `name = jax.jit(...)` assignments; the other methods of a class with bases, with no
+        API (what a base's jitted method they override compiles, they do not)."""
+        found = set()
+        for statement in self.tree.body:
+            if not isinstance(statement, ast.ClassDef):
+                continue
+            for member in statement.body:
+                if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    apis = [self._wrapper(d) for d in member.decorator_list]
+                    api = next((a for a in apis if a in _jaxapi.JIT_WRAPPERS), None)
+                    if api is not None or statement.bases:
+                        found.add((f"{statement.name}.{member.name}", api or ""))
+                elif isinstance(member, ast.Assign) and isinstance(member.value, ast.Call):
+                    api = self._wrapper(member.value.func)
+                    if api in _jaxapi.JIT_WRAPPERS:
+                        found.update((f"{statement.name}.{t.id}", api) for t in member.targets if isinstance(t, ast.Name))
         return found
 
     def _streams(self) -> set[str]:
@@ -1158,11 +1216,12 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
         "streams": list(facts.streams),
         "forwards": [list(pair) for pair in facts.forwards],
         "looped": [list(pair) for pair in facts.looped],
+        "methods": [list(pair) for pair in facts.methods],
         "parsed": facts.parsed,
     }
 
 
-_PAIRS = ("jitted", "aliases", "factories", "assigned", "classes", "builds", "forwards", "looped")
+_PAIRS = ("jitted", "aliases", "factories", "assigned", "classes", "builds", "forwards", "looped", "methods")
 _NAMES = ("traced", "eager", "imports", "stars", "streams")
 
 
@@ -1199,5 +1258,6 @@ def _stored_facts(entry: object) -> ModuleFacts | None:
         streams=tuple(entry["streams"]),
         forwards=pair("forwards"),
         looped=pair("looped"),
+        methods=pair("methods"),
         parsed=entry["parsed"],
     )

@@ -193,37 +193,50 @@ class PadFinalBatch(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        found = ctx.device.looped_consumer(node, (cst.For, cst.While))
-        if found is None:
-            return
-        consumer, loops = found
+        callee = _short(ctx.module.code_for_node(node.func))
+        found = ctx.device.looped_consumer(node, (cst.For, cst.While), instances=True)
+        if found is not None:
+            consumer: Consumer | None = found[0]
+            loops = found[1]
+            passed = [a.value for a in node.args]
+            jitted = f"the jitted `{callee}`"
+        else:
+            # A method or function that hands the batch, unchanged, to a jitted callable
+            # (`self.train_step(x[i:i + bs])` whose body calls `self.model.train_step(x)`).
+            forwarded = ctx.device.looped_forwards(node, instances=True)
+            if forwarded is None:
+                return
+            consumer, loops = None, forwarded[1]
+            passed = [f.argument for f in forwarded[0]]
+            jitted = f"the jitted `{_short(forwarded[0][0].inner)}` (handed the batch by `{callee}`)"
         for loop in reversed(loops):
             batching = self._batching(loop)
             if batching is None or id(loop) in self._reported:
                 continue
-            if not _fed(node, batching):
+            if not any(_fed_expr(value, batching) for value in passed):
                 continue
             self._reported.add(id(loop))
-            callee = ctx.module.code_for_node(node.func)
-            evidence = [f"`{_short(callee)}` {loop_evidence(ctx, loop, ctx.path_to(node))}"]
+            evidence = [f"`{callee}` {loop_evidence(ctx, loop, ctx.path_to(node))}"]
             if batching.kind == "dataset":
                 self.report(
                     node,
-                    f"{batching.cut} yields a smaller last batch {batching.why}, and the jitted "
-                    f"`{_short(callee)}` is compiled again for its shape; pass "
+                    f"{batching.cut} yields a smaller last batch {batching.why}, and {jitted} "
+                    "is compiled again for its shape; pass "
                     f"`{_drop_keyword(batching.cut)}=True` "
                     "when training, or pad the last batch and mask the padding rows when every "
                     "example counts (`jaxlint.runtime.padded_batches`)",
-                    fix=_drop_remainder_fix(batching.drop) if batching.drop is not None and self._trains(node) else None,
+                    fix=_drop_remainder_fix(batching.drop)
+                    if batching.drop is not None and consumer is not None and self._trains(node)
+                    else None,
                     evidence=evidence,
                 )
                 return
             self.report(
                 node,
-                f"{batching.cut} gives a smaller last batch {batching.why}, and the jitted "
-                f"`{_short(callee)}` is compiled again for its shape; iterate `jaxlint.runtime.padded_batches(...)` (fixed-size batches and "
+                f"{batching.cut} gives a smaller last batch {batching.why}, and {jitted} "
+                "is compiled again for its shape; iterate `jaxlint.runtime.padded_batches(...)` (fixed-size batches and "
                 "a mask of the real rows) or drop the remainder",
-                fix=self._fix(node, loop, batching, consumer),
+                fix=self._fix(node, loop, batching, consumer) if consumer is not None else None,
                 evidence=evidence,
             )
             return
@@ -977,11 +990,6 @@ def _assignments(scope: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
     ]
 
 
-def _fed(call: cst.Call, batching: Batching) -> bool:
-    """Whether an argument of `call` carries a ragged batch."""
-    return any(_fed_expr(a.value, batching) for a in call.args)
-
-
 def _fed_expr(expr: cst.BaseExpression, batching: Batching) -> bool:
     if free_names(expr) & batching.names:
         return True
@@ -1108,6 +1116,8 @@ class _Datasets:
             return self._returned(expr, path, depth)
         if not isinstance(func, cst.Attribute):
             return None
+        if isinstance(func.value, cst.Name) and func.value.value == "self":
+            return self._returned(expr, path, depth)  # `self.get_loader(...)`: a method of the class
         inner = self.stream(func.value, path, depth + 1)
         if inner is None:
             return None
@@ -1337,11 +1347,16 @@ class _Datasets:
         self, call: cst.Call, path: list[cst.CSTNode], depth: int, element: int = -1
     ) -> _Stream | None:
         """`get_batches()` where `def get_batches` in this file returns a dataset (`element`:
-        the item of a returned tuple, `ds, names = get_dataset()`). A loader built with the
+        the item of a returned tuple, `ds, names = get_dataset()`), or `self.get_batches()`
+        where the enclosing class's method does. A loader built with the
         function's `**kwargs` (`def numpy_loader(ds, **kwargs): return DataLoader(ds,
         collate_fn=..., **kwargs)`) takes its keywords from `call`."""
-        assert isinstance(call.func, cst.Name)
-        found = self.ctx.device._local_def(call.func.value, path)
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            found = _method(func.attr.value, path)
+        else:
+            assert isinstance(func, cst.Name)
+            found = self.ctx.device._local_def(func.value, path)
         if found is None or found[0] is None:
             return None
         function, outer = found
@@ -1399,6 +1414,19 @@ class _Datasets:
                     bindings.setdefault(bound, []).append((index, value, -1))
         self._scopes[id(scope)] = (order, bindings)
         return order, bindings
+
+
+def _method(name: str, path: list[cst.CSTNode]) -> tuple[cst.FunctionDef, list[cst.CSTNode]] | None:
+    """`(def name, the path to its class's body)` for a method of the innermost class
+    enclosing `path` (not a static method: `self.name(...)` calls it on the instance)."""
+    for index in range(len(path) - 1, -1, -1):
+        node = path[index]
+        if isinstance(node, cst.ClassDef):
+            for statement in node.body.body:
+                if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+                    return statement, [*path[: index + 1], node.body]
+            return None
+    return None
 
 
 def _scope_path(path: list[cst.CSTNode], owner: cst.CSTNode) -> list[cst.CSTNode] | None:

@@ -286,6 +286,9 @@ def test_star_and_alias_cycles_end(tmp_path: Path, run_cli) -> None:
         ("linen_elsewhere", "nets.py", ("class Coder(nn.Module):", "class Coder:"), {13, 22}),
         # The builder returns a plain table instead: only the step building it is affected.
         ("linen_elsewhere", "nets.py", ("    return Coder(width=width)", "    return Table(width)"), {13}),
+        # The regressor's update is no longer jitted: the ragged batches handed to it through an
+        # instance (made in the loop's function, or held by a trainer) compile nothing.
+        ("method_elsewhere", "models.py", ("    @partial(jax.jit, static_argnums=0)\n", ""), {19, 27}),
     ],
 )
 def test_cached_findings_follow_what_other_modules_build(
