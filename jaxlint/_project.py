@@ -94,6 +94,11 @@ class ModuleFacts:
     # compiles, for an instance of the class or of a subclass; a subclass's other methods
     # with an empty API (they override a base's jitted one).
     methods: tuple[tuple[str, str], ...] = ()
+    # What it passes positionally to project functions of other modules, as (absolute callee,
+    # "index:ragged" for a data loader or dataset whose last batch can be smaller, `_batches`,
+    # bound to the name passed; "index:" for anything else): `fit(train_loader)` in main.py
+    # where `train_loader = DataLoader(ds, batch_size=64)`.
+    passes: tuple[tuple[str, str], ...] = ()
     # Whether its tree was read, so every call it makes is in `traced_calls`/`eager_calls`
     # (False: read from its import lines alone; `steps.train_step(...)` is not known).
     parsed: bool = False
@@ -122,6 +127,7 @@ class Project:
     _looped: dict[str, tuple[str, int]] = field(default_factory=dict)  # callee -> (display path, loop line)
     _methods: dict[str, dict[str, str]] = field(default_factory=dict)  # class -> its methods -> jit API ("": not jitted)
     _class_jit: dict[str, dict[str, str]] = field(default_factory=dict)  # `_jitted_methods`, as asked
+    _passes: dict[str, dict[int, set[str]]] = field(default_factory=dict)  # function -> index -> kinds passed
     digest: str = ""
     library: _jaxapi.Library = field(default_factory=_jaxapi.base_library)  # with `extend-*` names
 
@@ -175,6 +181,10 @@ class Project:
                         project._jitted.setdefault(f"{module.module}.{name}", api)
         project._module_classes()
         canonical = project.canonical if imported_jit else (lambda name: name)
+        for _, module in facts:
+            for callee, passed in module.passes:
+                index, _, kind = passed.partition(":")
+                project._passes.setdefault(canonical(callee), {}).setdefault(int(index), set()).add(kind)
         for display, module in sorted(facts, key=lambda pair: pair[0]):
             for callee, line in module.looped:
                 project._looped.setdefault(canonical(callee), (display, int(line)))
@@ -240,10 +250,16 @@ class Project:
                 if owner in module_names:
                     looped.setdefault(owner, []).append(f"looped {name} {where}:{line}")
                     break
+        passes: dict[str, list[str]] = {}  # module -> what other modules pass its functions
+        for name, indices in sorted(self._passes.items()):
+            owner = name.rpartition(".")[0]
+            if owner in module_names:
+                passes.setdefault(owner, []).append(f"passes {name} {sorted((i, sorted(k)) for i, k in indices.items())}")
         for display, module in facts:
             lines = [self.library.digest, module.module, str(imported_jit), str(display in self._calls_jitted)]
             lines += traced_only.get(module.module, ())
             lines += looped.get(module.module, ())
+            lines += passes.get(module.module, ())
             if imported_jit:
                 read: set[str] = set()
                 for name in module.imports | module.traced_calls | module.eager_calls:
@@ -386,6 +402,12 @@ class Project:
             known = self._class_jit[cls] = {method: api for method, api in found.items() if api}
         return known
 
+    def passed_ragged(self, function: str, index: int) -> bool:
+        """Whether every call of the project function `function` (absolute) from other modules
+        passes, as its positional argument `index`, a data loader or dataset whose last batch
+        can be smaller (and some module calls it)."""
+        return self._passes.get(function, {}).get(index) == {"ragged"}
+
     def looped(self, name: str) -> tuple[str, int] | None:
         """Where another module calls the project callable `name` (absolute: `pkg.steps.f`,
         `pkg.agent.Agent.act`) once per iteration of a loop: (its display path, the loop's
@@ -505,6 +527,12 @@ _BATCH_METHODS = frozenset(
 # Library names a project function's return is not worth recording under (what the table
 # does not say they are: arrays, layers' parts, functions).
 _LIBRARY_HEADS = frozenset({"jax", "numpy", "equinox", "optax", "flax", "haiku", "torch", "tensorflow", "math", "functools"})
+# Libraries no project function is imported from: calls of theirs are not recorded in `passes`.
+_NOT_PROJECT = _LIBRARY_HEADS | {
+    "os", "sys", "time", "json", "pickle", "logging", "random", "itertools", "collections", "re", "math",
+    "matplotlib", "tqdm", "wandb", "absl", "tensorflow_datasets", "jaxlib", "scipy", "pandas", "einops",
+    "pathlib", "typing", "dataclasses", "copy", "shutil", "warnings", "subprocess", "argparse", "transformers",
+}
 _FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)", re.MULTILINE)
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;]+)", re.MULTILINE)
 
@@ -759,6 +787,7 @@ class _Summary:
             forwards=tuple(sorted(self._forwards())),
             looped=_LoopCalls(self, traced).found(self.tree),
             methods=tuple(sorted(self._jitted_methods())),
+            passes=tuple(sorted(self._passes())),
             parsed=True,
         )
 
@@ -774,6 +803,51 @@ class _Summary:
                     if name is not None:
                         found.add((statement.name, name))
         return found
+
+    def _passes(self) -> set[tuple[str, str]]:
+        """`passes`: for each call of an imported function (a function of another module, as
+        far as this one knows), what each positional argument is: a ragged stream bound to the
+        name passed (its last plain assignment before the call, in the same function or at
+        module level), or something else."""
+        found = set()
+        scopes: list[tuple[list[ast.stmt], list[ast.AST]]] = [(self.tree.body, list(_module_nodes(self.tree)))]
+        scopes += [(f.body, list(_own_nodes(f))) for f in self.functions.values()]
+        for _, nodes in scopes:
+            ordered = [n for n in nodes if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)]
+            for node in nodes:
+                if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Name, ast.Attribute)):
+                    continue
+                callee = self.resolve(node.func)
+                if not node.args or callee is None or callee.split(".", 1)[0] in _NOT_PROJECT or not self._imported_function(node.func):
+                    continue
+                for index, arg in enumerate(node.args):
+                    if isinstance(arg, ast.Starred):
+                        break
+                    found.add((callee, f"{index}:{'ragged' if self._ragged(arg, ordered) else ''}"))
+        return found
+
+    def _imported_function(self, func: ast.expr) -> bool:
+        """`fit` of `from .train import fit`, `train.fit` of `from . import train`: a name
+        brought in by an import, not a local function or class."""
+        head = func
+        while isinstance(head, ast.Attribute):
+            head = head.value
+        return isinstance(head, ast.Name) and head.id in self.imports and head.id not in self.functions
+
+    def _ragged(self, arg: ast.expr, ordered: list[ast.Assign]) -> bool:
+        """Whether `arg` is a loader or dataset keeping a smaller last batch, spelled there or
+        bound to the name passed."""
+        value: ast.expr | None = arg
+        if isinstance(arg, ast.Name):
+            value = _last_value(arg, ordered)
+        if value is None:
+            return False
+        if _batches.pipeline_keeps_last(value, self.resolve, lambda read: _last_value(read, ordered)):
+            return True
+        if isinstance(value, ast.Call):
+            called = self.resolve(value.func)
+            return called in _jaxapi.DATA_LOADERS and _batches.loader_keeps_last(value, called)
+        return False
 
     def _jitted_methods(self) -> set[tuple[str, str]]:
         """`methods`: the jit-decorated methods of the top-level classes, and class-level
@@ -1106,6 +1180,17 @@ def _own_expressions(statement: ast.stmt) -> Iterable[ast.AST]:
             stack.extend(ast.iter_child_nodes(node))
 
 
+def _module_nodes(tree: ast.Module) -> Iterable[ast.AST]:
+    """The nodes of a module's top-level code, in order, not inside its functions, classes and
+    lambdas."""
+    stack: list[ast.AST] = list(reversed(tree.body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
 def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterable[ast.AST]:
     """The nodes of `function`'s body in order, not inside its nested functions, classes and
     lambdas (whose returns are theirs), but with those nested definitions themselves."""
@@ -1217,11 +1302,12 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
         "forwards": [list(pair) for pair in facts.forwards],
         "looped": [list(pair) for pair in facts.looped],
         "methods": [list(pair) for pair in facts.methods],
+        "passes": [list(pair) for pair in facts.passes],
         "parsed": facts.parsed,
     }
 
 
-_PAIRS = ("jitted", "aliases", "factories", "assigned", "classes", "builds", "forwards", "looped", "methods")
+_PAIRS = ("jitted", "aliases", "factories", "assigned", "classes", "builds", "forwards", "looped", "methods", "passes")
 _NAMES = ("traced", "eager", "imports", "stars", "streams")
 
 
@@ -1259,5 +1345,6 @@ def _stored_facts(entry: object) -> ModuleFacts | None:
         forwards=pair("forwards"),
         looped=pair("looped"),
         methods=pair("methods"),
+        passes=pair("passes"),
         parsed=entry["parsed"],
     )

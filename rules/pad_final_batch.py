@@ -142,7 +142,7 @@ import libcst as cst
 
 from jaxlint import _batches, _jaxapi
 from jaxlint._frequency import loop_evidence
-from jaxlint._callgraph import call_arguments
+from jaxlint._callgraph import call_arguments, positional_params
 from jaxlint._context import Loop
 from jaxlint._device import Consumer
 from jaxlint._nodes import free_names, iter_subtree, reads_name
@@ -416,6 +416,13 @@ class PadFinalBatch(Rule):
         return self._generator(value.func.value, scope_path)
 
     def _stream_batching(self, stream: _Stream, names: set[str]) -> Batching:
+        if stream.passed is not None:
+            return Batching(
+                "split",
+                f"`{stream.passed}`, the data loader or dataset that other modules pass (batched keeping the remainder),",
+                "unless the number of examples is a multiple of the batch size",
+                names=names,
+            )
         batch = stream.ragged
         assert batch is not None
         size = batch.args[0].value if batch.args else None
@@ -1060,6 +1067,7 @@ class _Stream:
     hf: bool = False  # a Hugging Face dataset: `.iter(batch_size=bs)`, `drop_last_batch`
     chunks: bool = False  # groups of `n` items of an iterable (`itertools.batched(rows, n)`)
     imported: bool = False  # given by a function of another module (the project's `ragged`)
+    passed: str | None = None  # the parameter other modules pass it as (`Project.passed_ragged`)
 
 
 class _Datasets:
@@ -1312,12 +1320,29 @@ class _Datasets:
         if not isinstance(owner, cst.FunctionDef):
             return None
         calls = call_arguments(self.ctx, owner, read.value)
+        if calls is None:
+            return self._passed_elsewhere(read.value, owner, path)
         if not calls or any(passed is None for passed, _ in calls):
             return None
         streams = [self.stream(passed, read_at, depth + 1) for passed, read_at in calls]  # type: ignore[arg-type]
         if any(stream is None or stream.ragged is None for stream in streams):
             return None
         return replace(streams[0], drop=None)  # built once for several callers, or elsewhere
+
+    def _passed_elsewhere(self, name: str, function: cst.FunctionDef, path: list[cst.CSTNode]) -> _Stream | None:
+        """`def fit(params, loader)`, a top-level function no code of this file calls, where
+        every call from other modules passes a loader or dataset keeping a smaller last batch
+        (`Project.passed_ragged`: `fit(params, DataLoader(ds, batch_size=64))` in main.py)."""
+        project = self.ctx.project
+        if project is None or self.ctx.module_name is None or not any(n is function for n in self.ctx.module.body):
+            return None
+        known = self.ctx.calls.function(function)
+        if known is None or known.sites or known.uses:
+            return None
+        params = positional_params(function)
+        if name not in params or not project.passed_ragged(f"{self.ctx.module_name}.{function.name.value}", params.index(name)):
+            return None
+        return _Stream(cst.Call(func=cst.Name(name)), imported=True, passed=name)  # its batching is elsewhere
 
     def binding(
         self, read: cst.Name, path: list[cst.CSTNode]
