@@ -10,6 +10,7 @@ import libcst as cst
 from jaxlint._callgraph import passed_argument, positional_params
 from jaxlint._nodes import free_names, iter_subtree
 from jaxlint._scope import target_names
+from jaxlint._streams import mentions_padding
 
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ _CONSTRUCTORS = frozenset(
      "numpy.ascontiguousarray"}
 )  # fmt: skip
 _SHAPE_KEEPING_METHODS = frozenset({"astype", "reshape", "squeeze", "copy", "block_until_ready"})
-_PADDING_HINTS = ("pad", "bucket", "mask")
 # array functions (numpy or jax.numpy) that return their first argument made longer
 _GROWING_FUNCTIONS = frozenset(
     {"concatenate", "append", "hstack", "vstack", "column_stack", "row_stack", "dstack", "concat"}
@@ -150,22 +150,6 @@ def varying_slice(expr: cst.BaseExpression, loop: Loop) -> cst.Subscript | None:
         if bool(lower) != bool(upper):
             return expr
     return None
-
-
-def mentions_padding(loop: Loop, name: str | None = None) -> bool:
-    """Whether the loop pads or masks (a call, name or attribute spelled with `pad`, `bucket`
-    or `mask`), optionally only calls given `name`."""
-    body = loop.body if isinstance(loop, (cst.For, cst.While)) else loop
-    for node in iter_subtree(body, into_scopes=False):
-        if isinstance(node, cst.Call):
-            func = node.func
-            last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-            if any(hint in last.lower() for hint in _PADDING_HINTS[:2]):
-                if name is None or any(name in free_names(a.value) for a in node.args):
-                    return True
-        elif name is None and isinstance(node, cst.Name) and any(h in node.value.lower() for h in _PADDING_HINTS):
-            return True
-    return False
 
 
 def loop_path(ctx: FileContext, loop: cst.CSTNode) -> list[cst.CSTNode]:
