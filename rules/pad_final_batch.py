@@ -37,7 +37,14 @@ grain's `DataLoader(..., operations=[..., grain.Batch(bs)])` without `drop_remai
 (the loaders, batching operations and dataset modules are the library table's `data-loaders`,
 `operation-loaders`, `batch-operations` and `dataset-modules`). A
 function's parameter counts as such a pipeline or loader when every call of the function in
-the file passes one (`def evaluate(model, loader)` called with the test loader).
+the file passes one (`def evaluate(model, loader)` called with the test loader), or, for a
+function its file does not call, when every call from other modules of the project does
+(`fit(weights, DataLoader(train_set, batch_size=64))` in `main.py`); so does what a method of
+the class returns (`self.make_loader(ds)`). The jitted function may be a method jitted in its
+class, here or in another module (or in a base class), called on an instance
+(`model.update(w, x)` for `model = Regressor(rate)`, `self.model.update(...)` when every
+assignment of `self.model` makes one), and the batch may reach it through a method or
+function that hands it on unchanged (`self.step(w, x[i:i + bs])`).
 
 ## Why is this bad?
 
