@@ -810,7 +810,7 @@ class _Summary:
         name passed (its last plain assignment before the call, in the same function or at
         module level), or something else."""
         found = set()
-        scopes: list[tuple[list[ast.stmt], list[ast.AST]]] = [(self.tree.body, list(_module_nodes(self.tree)))]
+        scopes: list[tuple[list[ast.stmt], list[ast.AST]]] = [(self.tree.body, list(_own_nodes(self.tree)))]
         scopes += [(f.body, list(_own_nodes(f))) for f in self.functions.values()]
         for _, nodes in scopes:
             ordered = [n for n in nodes if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)]
@@ -1180,20 +1180,10 @@ def _own_expressions(statement: ast.stmt) -> Iterable[ast.AST]:
             stack.extend(ast.iter_child_nodes(node))
 
 
-def _module_nodes(tree: ast.Module) -> Iterable[ast.AST]:
-    """The nodes of a module's top-level code, in order, not inside its functions, classes and
-    lambdas."""
-    stack: list[ast.AST] = list(reversed(tree.body))
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            stack.extend(reversed(list(ast.iter_child_nodes(node))))
-
-
-def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterable[ast.AST]:
-    """The nodes of `function`'s body in order, not inside its nested functions, classes and
-    lambdas (whose returns are theirs), but with those nested definitions themselves."""
+def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Module) -> Iterable[ast.AST]:
+    """The nodes of `function`'s body (or of a module's top-level code) in order, not inside
+    its nested functions, classes and lambdas (whose returns are theirs), but with those nested
+    definitions themselves."""
     stack: list[ast.AST] = list(reversed(function.body))
     while stack:
         node = stack.pop()
