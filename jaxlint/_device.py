@@ -162,6 +162,8 @@ class DeviceIndex:
         self._defs: dict[int, dict[str, list[cst.FunctionDef]]] = {}
         self._runs_compiled: dict[tuple[int, int, bool], bool] = {}
         self._work_loops: dict[tuple[int, int], bool] = {}
+        # (class, attribute) -> the classes `self.attribute` is made from (`_instances`)
+        self._attribute_calls: dict[tuple[int, str], list[tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]]] | None] = {}
 
     # -- public questions -------------------------------------------------------------------
 
@@ -463,6 +465,11 @@ class DeviceIndex:
         owner = path[index]
         assert isinstance(owner, cst.ClassDef)
         attribute = holder.attr.value
+        key = (id(owner), attribute)
+        memo = self._attribute_calls
+        if key in memo:
+            return memo[key]
+        memo[key] = None  # unknown until read
         for method in owner.body.body:
             if not isinstance(method, cst.FunctionDef):
                 continue
@@ -487,6 +494,7 @@ class DeviceIndex:
                         if element is not target or not isinstance(node, (cst.Assign, cst.AnnAssign)) or not isinstance(value, cst.Call):
                             return None
                         calls.append((value.func, at))
+        memo[key] = calls
         return calls
 
     def _class_jit(
@@ -525,10 +533,12 @@ class DeviceIndex:
         `consumer`."""
         if not call.args:
             return None
+        loops = [loop for loop in self.ctx.loops(call) if isinstance(loop, loop_types)]
+        if not loops:
+            return None
         consumer = self.consumer(call, instances=instances)
         if consumer is None:
             return None
-        loops = [loop for loop in self.ctx.loops(call) if isinstance(loop, loop_types)]
         ancestors = self.ctx.ancestors
         if not loops or self.is_traced(ancestors) or self.in_test(ancestors):
             return None
