@@ -43,8 +43,7 @@ function its file does not call, when every call from other modules of the proje
 the class returns (`self.make_loader(ds)`). The jitted function may be a method jitted in its
 class, here or in another module (or in a base class), called on an instance
 (`model.update(w, x)` for `model = Regressor(rate)`, `self.model.update(...)` when every
-assignment of `self.model` makes one), and the batch may reach it through a method or
-function that hands it on unchanged (`self.step(w, x[i:i + bs])`).
+assignment of `self.model` makes one).
 
 ## Why is this bad?
 
@@ -201,22 +200,13 @@ class PadFinalBatch(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        callee = _short(ctx.module.code_for_node(node.func))
         found = ctx.device.looped_consumer(node, (cst.For, cst.While), instances=True)
-        if found is not None:
-            consumer: Consumer | None = found[0]
-            loops = found[1]
-            passed = [a.value for a in node.args]
-            jitted = f"the jitted `{callee}`"
-        else:
-            # A method or function that hands the batch, unchanged, to a jitted callable
-            # (`self.train_step(x[i:i + bs])` whose body calls `self.model.train_step(x)`).
-            forwarded = ctx.device.looped_forwards(node, instances=True)
-            if forwarded is None:
-                return
-            consumer, loops = None, forwarded[1]
-            passed = [f.argument for f in forwarded[0]]
-            jitted = f"the jitted `{_short(forwarded[0][0].inner)}` (handed the batch by `{callee}`)"
+        if found is None:
+            return
+        consumer, loops = found
+        callee = _short(ctx.module.code_for_node(node.func))
+        passed = [a.value for a in node.args]
+        jitted = f"the jitted `{callee}`"
         for loop in reversed(loops):
             batching = self._batching(loop)
             if batching is None or id(loop) in self._reported:
@@ -233,9 +223,7 @@ class PadFinalBatch(Rule):
                     f"`{_drop_keyword(batching.cut)}=True` "
                     "when training, or pad the last batch and mask the padding rows when every "
                     "example counts (`jaxlint.runtime.padded_batches`)",
-                    fix=_drop_remainder_fix(batching.drop)
-                    if batching.drop is not None and consumer is not None and self._trains(node)
-                    else None,
+                    fix=_drop_remainder_fix(batching.drop) if batching.drop is not None and self._trains(node) else None,
                     evidence=evidence,
                 )
                 return
@@ -244,7 +232,7 @@ class PadFinalBatch(Rule):
                 f"{batching.cut} gives a smaller last batch {batching.why}, and {jitted} "
                 "is compiled again for its shape; iterate `jaxlint.runtime.padded_batches(...)` (fixed-size batches and "
                 "a mask of the real rows) or drop the remainder",
-                fix=self._fix(node, loop, batching, consumer) if consumer is not None else None,
+                fix=self._fix(node, loop, batching, consumer),
                 evidence=evidence,
             )
             return
