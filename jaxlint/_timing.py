@@ -81,6 +81,9 @@ class TimedRegion:
     scope: cst.CSTNode  # the body of the function (or the module) holding both reads
     function: cst.FunctionDef | None  # that function
     start_in_loop: bool  # the whole region repeats (a loop around the start read)
+    # The expressions that compute the elapsed time: `timer() - t0`, or each `t1 - t0` of the
+    # scope when the end read is assigned (`t1 = timer()`).
+    figures: tuple[cst.BinaryOperation, ...] = ()
 
     def steps(self) -> Iterator[Step]:
         """What runs between the two reads, in execution order."""
@@ -128,7 +131,8 @@ class TimingIndex:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         # Caches keyed by node id; each entry keeps its node alive so ids stay unique.
-        self._subtractions: dict[int, tuple[cst.CSTNode, dict[str, str]]] = {}
+        self._subtractions: dict[int, tuple[cst.CSTNode, dict[str, str], list[cst.BinaryOperation]]] = {}
+        self._per_step: dict[int, bool] = {}
         self._binders: dict[int, tuple[cst.CSTNode, list[frozenset[str]], frozenset[str]]] = {}
         self._positions: dict[int, tuple[cst.CSTNode, dict[int, int]]] = {}
         self._progress: dict[tuple[int, ...], _Progress] = {}
@@ -181,6 +185,16 @@ class TimingIndex:
                 return None  # the start is rebound on a later iteration: loop-carried timing
         scope = path[scope_index]
         block = path[start_k]
+        parent = path[-2]
+        if isinstance(parent, cst.BinaryOperation):
+            figures: tuple[cst.BinaryOperation, ...] = (parent,)
+        else:
+            end_name = parent.targets[0].target.value  # type: ignore[attr-defined]
+            figures = tuple(
+                node
+                for node in self._subtractions[id(scope)][2]
+                if node.left.value == end_name and node.right.value == start_name  # type: ignore[attr-defined]
+            )
         return TimedRegion(
             start=block.body[start_index],  # type: ignore[attr-defined]
             start_name=start_name,
@@ -191,6 +205,7 @@ class TimingIndex:
             scope=scope,
             function=path[scope_index - 1] if isinstance(scope, cst.IndentedBlock) else None,  # type: ignore[arg-type]
             start_in_loop=any(isinstance(path[k], _LOOPS) for k in range(scope_index + 1, start_k)),
+            figures=figures,
         )
 
     def _segments(
@@ -233,7 +248,9 @@ class TimingIndex:
         inside the region.
 
         Silent when the region itself repeats, or when the function holding it may run more
-        than once (see `_runs_once`): an earlier run would have compiled."""
+        than once (see `_runs_once`): an earlier run would have compiled; and when the figure
+        is not reported per step (see `reported_per_step`): the wall time of a whole job
+        includes its one compile, as it should."""
         if region.start_in_loop:
             return []
         found = self._walk(region).cold
@@ -242,7 +259,7 @@ class TimingIndex:
         once = self._once.get(id(region.scope))
         if once is None:
             once = self._once[id(region.scope)] = _runs_once(region.scope, self.ctx.module)
-        if not once:
+        if not once or not self.reported_per_step(region):
             return []
         hits = []
         for callee, (call, path) in found.items():
@@ -281,6 +298,19 @@ class TimingIndex:
                 if callee is not None and callee not in state.cold and self.ctx.jit.callee(call, path):
                     state.cold[callee] = (call, path)
 
+    def reported_per_step(self, region: TimedRegion) -> bool:
+        """Whether the elapsed time is made a figure per unit of work: divided by a count
+        (`elapsed / n_steps`, `(time() - t0) / len(batches)`) or dividing one (a rate,
+        `n_steps / elapsed`), directly or through the names it is stored in; or returned by the
+        function measuring it, a benchmark helper whose caller reports it. A total printed as
+        it is, or only scaled to other units (`/ 60`, `* 1000`), is the wall time of the
+        whole run: "training took 20 min", "weights loaded in 3 s", one compile included."""
+        key = id(region.figures[0]) if region.figures else id(region.end_line)
+        cached = self._per_step.get(key)
+        if cached is None:
+            cached = self._per_step[key] = _per_step(region)
+        return cached
+
     # -- caches ----------------------------------------------------------------------------
 
     def _index_in(self, block: cst.CSTNode, child: cst.CSTNode) -> int | None:
@@ -307,6 +337,7 @@ class TimingIndex:
         cached = self._subtractions.get(id(scope))
         if cached is None:
             pairs: dict[str, str] = {}
+            nodes: list[cst.BinaryOperation] = []
             for node in iter_subtree(scope, into_scopes=False):
                 if (
                     isinstance(node, cst.BinaryOperation)
@@ -315,7 +346,8 @@ class TimingIndex:
                     and isinstance(node.right, cst.Name)
                 ):
                     pairs.setdefault(node.left.value, node.right.value)
-            cached = self._subtractions[id(scope)] = (scope, pairs)
+                    nodes.append(node)
+            cached = self._subtractions[id(scope)] = (scope, pairs, nodes)
         return cached[1].get(target.value)
 
     def _binders_of(self, block: cst.CSTNode) -> list[frozenset[str]]:
@@ -356,6 +388,48 @@ class TimingIndex:
                     return index
             return False
         return None
+
+
+def _per_step(region: TimedRegion) -> bool:
+    """See `TimingIndex.reported_per_step`."""
+    if not region.figures:
+        return False
+    figures = {id(f) for f in region.figures}
+    names: set[str] = set()
+
+    def carries(expr: cst.CSTNode) -> bool:
+        return any(
+            id(node) in figures or (isinstance(node, cst.Name) and node.value in names)
+            for node in iter_subtree(expr, into_scopes=False)
+        )
+
+    nodes = list(iter_subtree(region.scope, into_scopes=False))
+    # The names the figure is stored in, and those computed from them (`ms = elapsed * 1e3`).
+    for _ in range(3):
+        before = len(names)
+        for node in nodes:
+            if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and node.value is not None and carries(node.value):
+                targets = node.targets if isinstance(node, cst.Assign) else [node]
+                names.update(n for t in targets for n in target_names(t.target))
+        if len(names) == before:
+            break
+    for node in nodes:
+        if isinstance(node, cst.Return) and node.value is not None and carries(node.value):
+            return region.function is not None
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.FloorDivide)):
+            left, right = carries(node.left), carries(node.right)
+            if (left and not _constant(node.right)) or (right and not _constant(node.left)):
+                return True
+    return False
+
+
+def _constant(expr: cst.CSTNode) -> bool:
+    """A number spelled in the code, or arithmetic of numbers (`60`, `1e6`, `60 * 60`)."""
+    return all(
+        isinstance(node, (cst.Integer, cst.Float, cst.BinaryOperation, cst.UnaryOperation))
+        or not isinstance(node, cst.BaseExpression)
+        for node in iter_subtree(expr, into_scopes=False)
+    )
 
 
 def _bound_names(stmt: cst.CSTNode) -> Iterator[str]:

@@ -9,7 +9,10 @@ Finds timing code that does not time the device work it surrounds:
 - `timeit.timeit(lambda: f(x))` / `timeit.repeat(...)` of a jitted function or JAX op that
   does not wait for its result;
 - a benchmark loop whose jitted function is called for the first time inside the timed
-  region: the first iteration traces and compiles it, and that is timed too.
+  region: the first iteration traces and compiles it, and that is timed too. Reported when
+  the figure is a time per step (the elapsed time divided by a count, a rate such as steps
+  per second, or the figure a benchmark helper returns); the wall time of a whole run,
+  printed as a total or in minutes, includes its one compile as it should.
 
 ## Why is this bad?
 

@@ -254,3 +254,31 @@ def test_later_reads_of_one_start_reuse_the_flow() -> None:
         """
     )
     assert [r[1] for r in found] == [[("a",)], [], [("b",)]]
+
+
+@pytest.mark.parametrize(
+    "report, cold",
+    [
+        ("return time.perf_counter() - t0", ["step"]),  # a benchmark helper's figure
+        ("print((time.perf_counter() - t0) / n)", ["step"]),  # per step
+        ("elapsed = time.perf_counter() - t0\nprint(n / elapsed)", ["step"]),  # a rate
+        ("toc = time.perf_counter()\nper = (toc - t0) * 1e3 / n", ["step"]),
+        ("print((time.perf_counter() - t0) / 60)", []),  # the whole run, in minutes
+        ("elapsed = time.perf_counter() - t0\nprint(elapsed * 1000, n)", []),
+    ],
+)
+def test_cold_call_only_in_a_figure_per_step(report: str, cold: list[str]) -> None:
+    body = textwrap.indent(textwrap.dedent(report), " " * 4)
+    found = _regions(
+        f"""
+def bench(x, n):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        out = step(x)
+    out.block_until_ready()
+{body}
+
+bench(1, 3)
+"""
+    )
+    assert [r[2] for r in found if r is not None] == [cold]
