@@ -45,6 +45,8 @@ __all__ = ["Consumer", "DeviceIndex", "Forward", "HostCopy", "HOST_ATTRIBUTES", 
 State = frozenset[str]
 _EMPTY: State = frozenset()
 
+# jit arguments that place the results: an identity function compiled with them moves data.
+_PLACING = frozenset({"out_shardings", "in_shardings", "device", "backend"})
 # Attributes of a jax.Array that are host metadata, not arrays.
 HOST_ATTRIBUTES = frozenset(
     {"shape", "dtype", "ndim", "size", "nbytes", "itemsize", "sharding", "aval", "weak_type",
@@ -1093,6 +1095,40 @@ class DeviceIndex:
                     cached.setdefault(node.name.value, []).append(node)
             self._defs[id(scope)] = cached
         return cached
+
+    def computes_nothing(self, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
+        """Whether `call` calls a jitted function of this file whose body computes nothing:
+        only `pass`, a docstring or `...`, and at most a `return` of its parameters as they
+        came (`return graphdef, state`). Its compiled program has no operation to run, so
+        there is no device work to wait for; calling it costs the dispatch alone."""
+        if self.ctx.jit.callee(call, ancestors) is None or not isinstance(call.func, cst.Name):
+            return False
+        function = self._jitted_def(call.func.value, ancestors)
+        if function is None or function.name.value != call.func.value or not isinstance(function.body, cst.IndentedBlock):
+            return False  # not a decorated def: `f = jax.jit(g, out_shardings=...)` may move data
+        if any(
+            isinstance(d.decorator, cst.Call)
+            and any(a.keyword is not None and a.keyword.value in _PLACING for a in d.decorator.args)
+            for d in function.decorators
+        ):
+            return False  # `@partial(jax.jit, out_shardings=...)`: returning x as it came reshards it
+        params = function.params
+        names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+        for statement in function.body.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                return False
+            for small in statement.body:
+                if isinstance(small, cst.Pass):
+                    continue
+                if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.Ellipsis)):
+                    continue
+                if isinstance(small, cst.Return):
+                    value = small.value
+                    parts = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
+                    if all(p is None or (isinstance(p, cst.Name) and p.value in names) for p in parts):
+                        continue
+                return False
+        return True
 
     def _jitted_def(self, name: str, path: Sequence[cst.CSTNode]) -> cst.FunctionDef | None:
         """The definition of the jitted callable `name`: a jit-decorated `def name`, or the

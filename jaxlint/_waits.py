@@ -192,7 +192,7 @@ class DeviceFlow:
         if ctx.jit.callee(call, path) in _jaxapi.FILTER_JIT:
             return Wait.BLOCK
         if ctx.dispatches(call, path):
-            return "dispatch"
+            return None if ctx.device.computes_nothing(call, path) else "dispatch"
         name = ctx.resolve(func, path, anchor=call)
         if name is not None:
             if name in _jaxapi.BLOCKING:

@@ -33,7 +33,9 @@ most the step in flight, with the first compile amortised over the run),
 for functions it does not know to dispatch device work, for code inside jitted functions, and
 for `eqx.filter_jit` calls: since equinox 0.11.8 they block on their own result before
 returning, so their timing is (accidentally) correct. It also stays silent when the only
-unwaited work is set-up too small to matter (`jnp.zeros`, `jax.random.split`), and when the
+unwaited work is set-up too small to matter (`jnp.zeros`, `jax.random.split`, an array of
+numbers written in the code), or a jitted function that computes nothing (a body of `pass`,
+or one returning its arguments as they came: a benchmark of the dispatch itself), and when the
 log line that reports the time says it measures a compile, a warm-up or a dispatch
 (`logging.info("compilation done in %.2f s", dt)`, "warmup time:", "submitted ... in"; not
 "... after warmup"), the log line just before the timer starts announces one
@@ -166,11 +168,16 @@ class UnsyncedTiming(Rule):
             )
 
     def _cheap(self, work: Work) -> bool:
-        """`jnp.zeros(...)`, `jax.random.split(key)`: device work too small for an unwaited
-        one to change a measurement (a progress log after set-up code, not a benchmark)."""
+        """`jnp.zeros(...)`, `jax.random.split(key)`, `jnp.array([0.1, 1.0, 10.0])`: device
+        work too small for an unwaited one to change a measurement (a progress log after
+        set-up code, not a benchmark): a constructor, a key split, or an array op given only
+        numbers spelled in the code."""
         call = work.calls[-1]
         path = (*work.step.path, work.step.node)
-        return self.ctx.resolve(call.func, path, anchor=call) in _CHEAP_OPS
+        if self.ctx.resolve(call.func, path, anchor=call) in _CHEAP_OPS:
+            return True
+        positional = [a.value for a in call.args if a.keyword is None]
+        return bool(positional) and all(_spelled_numbers(value) for value in positional)
 
     def _check_timeit(self, call: cst.Call) -> None:
         stmt = next((a for a in call.args if a.keyword is None or a.keyword.value == "stmt"), None)
@@ -217,6 +224,15 @@ _DISPATCH_OR_COMPILE = re.compile(
 )
 # A name that says the same of the figure it holds: `warmup_time`, `compile_s`, `jit_seconds`.
 _COMPILE_NAME = re.compile(r"warm_?up|compil|^jit_|_jit_", re.IGNORECASE)
+
+
+def _spelled_numbers(expr: cst.BaseExpression) -> bool:
+    """A number, or a list/tuple of them, written out in the code (`[0.167, 1.0, 10.0]`)."""
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return all(_spelled_numbers(e.value) for e in expr.elements)
+    if isinstance(expr, cst.UnaryOperation):
+        return _spelled_numbers(expr.operand)
+    return isinstance(expr, (cst.Integer, cst.Float))
 
 
 def _running_clock(region: TimedRegion) -> bool:
