@@ -263,7 +263,15 @@ class DeviceFlow:
         if not args_only and isinstance(call.func, cst.Attribute):
             parts.append(call.func.value)
         inner = (*path, call)
-        return any(self._reads_device(p) or self._dispatches_in(p, inner) for p in parts)
+        return any(
+            self._reads_device(p) or self._dispatches_in(p, inner) or self._known_device(p, inner) for p in parts
+        )
+
+    def _known_device(self, part: cst.CSTNode, path: tuple[cst.CSTNode, ...]) -> bool:
+        """A name the engine knows holds a device value there though no step of this run
+        made it one: a result of a function of the file that returns device arrays
+        (`dummy = make_weights(...)`), a parameter's `jnp` result from before the timer."""
+        return isinstance(part, cst.Name) and self.ctx.device.holds(part, path)
 
     def _dispatches_in(self, node: cst.CSTNode, path: tuple[cst.CSTNode, ...]) -> bool:
         return any(
