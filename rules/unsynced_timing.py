@@ -170,14 +170,15 @@ class UnsyncedTiming(Rule):
     def _cheap(self, work: Work) -> bool:
         """`jnp.zeros(...)`, `jax.random.split(key)`, `jnp.array([0.1, 1.0, 10.0])`: device
         work too small for an unwaited one to change a measurement (a progress log after
-        set-up code, not a benchmark): a constructor, a key split, or an array op given only
-        numbers spelled in the code."""
+        set-up code, not a benchmark): a constructor, a key split, or an array made from numbers
+        spelled in the code (not a jitted function given numbers: `solve(0.04, 3e7)`)."""
         call = work.calls[-1]
         path = (*work.step.path, work.step.node)
-        if self.ctx.resolve(call.func, path, anchor=call) in _CHEAP_OPS:
+        name = self.ctx.resolve(call.func, path, anchor=call)
+        if name in _CHEAP_OPS:
             return True
         positional = [a.value for a in call.args if a.keyword is None]
-        return bool(positional) and all(_spelled_numbers(value) for value in positional)
+        return name in _FROM_DATA and len(positional) == 1 and _spelled_numbers(positional[0])
 
     def _check_timeit(self, call: cst.Call) -> None:
         stmt = next((a for a in call.args if a.keyword is None or a.keyword.value == "stmt"), None)
@@ -214,6 +215,9 @@ _CHEAP_OPS = frozenset(
         *(f"jax.random.{name}" for name in ("split", "PRNGKey", "key", "fold_in")),
     }
 )
+
+# Array constructors from data: cheap when the data are a few numbers written in the code.
+_FROM_DATA = frozenset({"jax.numpy.array", "jax.numpy.asarray"})
 
 # What a log line says the timing measures when it is meant to include compile or to stop at
 # the dispatch: "compilation done in %.2f s", "Submitted transfer in ...".
