@@ -70,7 +70,7 @@ def main() -> None:
 
     for i in range(0, len(x_train), 128):
         print(accuracy(params, x_train[i : i + 128], y_train[i : i + 128]))
-    print(f"trained in {elapsed:.2f} s, last loss {losses[-1]:.4f}")
+    print(f"trained in {elapsed:.2f} s ({len(losses) / elapsed:.0f} steps/s), last loss {losses[-1]:.4f}")
 
 
 if __name__ == "__main__":
