@@ -32,6 +32,7 @@ import libcst as cst
 
 from . import _jaxapi
 from ._nodes import assigns_name, iter_subtree
+from ._pytrees import subclasses_module
 from ._scope import dotted_name, target_names
 from ._walk import iter_children
 
@@ -641,27 +642,8 @@ class DeviceIndex:
         for index, node in enumerate(path):
             if isinstance(node, cst.FunctionDef) and node.name.value in transformed:
                 return True
-            if isinstance(node, cst.ClassDef) and self._module_class(node, path[:index], 0):
+            if isinstance(node, cst.ClassDef) and subclasses_module(self.ctx, node, path[:index], _MODULE_BASES, max_depth=8):
                 return True
-        return False
-
-    def _module_class(self, node: cst.ClassDef, outer: Sequence[cst.CSTNode], depth: int) -> bool:
-        """Whether the class `node` is a Flax/Equinox/Haiku `Module`: a base is one, or is a
-        class of this file that is one, or a Module class another module of the project defines
-        (`class Arm(AbstractPlant)` with `AbstractPlant(eqx.Module)` in plant.py)."""
-        ctx = self.ctx
-        for base in node.bases:
-            value = base.value.value if isinstance(base.value, cst.Subscript) else base.value  # `Base[T]`
-            resolved = ctx.resolve(value, outer, anchor=node)
-            if resolved in _MODULE_BASES:
-                return True
-            if resolved is not None and ctx.project is not None and ctx.project.module_class(resolved, ctx.module_name):
-                return True
-            if isinstance(value, cst.Name) and depth < 8:
-                bindings = ctx.bindings.of(value.value, [*outer, node])
-                if len(bindings) == 1 and isinstance(bindings[0].node, cst.ClassDef) and bindings[0].node is not node:
-                    if self._module_class(bindings[0].node, list(bindings[0].path), depth + 1):
-                        return True
         return False
 
     def in_test(self, ancestors: Sequence[cst.CSTNode] | None = None) -> bool:

@@ -12,7 +12,7 @@ may add their own name heuristics on top).
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ._context import FileContext
 
 
-__all__ = ["Value", "classify", "declared_by_callee", "is_large", "is_module_class"]
+__all__ = ["Value", "classify", "declared_by_callee", "is_large", "is_module_class", "subclasses_module"]
 
 _MAX_DEPTH = 4
 
@@ -298,16 +298,37 @@ def is_module_class(
         return False
     node = bindings[0].node
     assert isinstance(node, cst.ClassDef)
-    outer = list(bindings[0].path)
+    return subclasses_module(ctx, node, bindings[0].path, (root,), depth)
+
+
+def subclasses_module(
+    ctx: FileContext,
+    node: cst.ClassDef,
+    outer: Sequence[cst.CSTNode],
+    roots: Collection[str],
+    depth: int = 0,
+    *,
+    max_depth: int = _MAX_DEPTH,
+) -> bool:
+    """Whether the class `node` (whose ancestors are `outer`) subclasses one of `roots`
+    directly, through other classes of the file, or is a Module class another module of the
+    project defines or subclasses; a generic base (`Dynamics[S]`) counts as its class."""
+    if depth > max_depth:
+        return False
     for base in node.bases:
         value = base.value.value if isinstance(base.value, cst.Subscript) else base.value  # `Base[T]`
         resolved = ctx.resolve(value, outer, anchor=node)
-        if resolved == root:
+        if resolved in roots:
             return True
         if resolved is not None and ctx.project is not None and ctx.project.module_class(resolved, ctx.module_name):
             return True
-        if isinstance(value, cst.Name) and is_module_class(ctx, value, [*outer, node], depth + 1, root=root):
-            return True
+        if isinstance(value, cst.Name):
+            bindings = ctx.bindings.of(value.value, [*outer, node])
+            if len(bindings) == 1 and bindings[0].kind is Kind.CLASS and bindings[0].node is not node:
+                parent = bindings[0].node
+                assert isinstance(parent, cst.ClassDef)
+                if subclasses_module(ctx, parent, bindings[0].path, roots, depth + 1, max_depth=max_depth):
+                    return True
     return False
 
 
