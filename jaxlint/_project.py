@@ -36,7 +36,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -138,10 +138,13 @@ class Project:
         *,
         imported_jit: bool = True,
         library: _jaxapi.Library | None = None,
+        spellings: Mapping[str, tuple[str, ...]] | None = None,
     ) -> Project:
         """`imported_jit`: also use what other modules jit, directly, through re-exports
         (`__init__.py`, `from x import *`) or as made by their factories (what every run
-        does; False leaves only which functions other modules call from traced code)."""
+        does; False leaves only which functions other modules call from traced code).
+        `spellings`: display path -> the other names its module can be imported by
+        (`_spellings`); a name more than one module could be imported by is not used."""
         project = cls(library=library or _jaxapi.base_library())
         facts = list(facts)
         for display, module in facts:
@@ -174,6 +177,7 @@ class Project:
                     index, _, callee = passed.partition(":")
                     key = f"{module.module}.{name}"
                     project._forwards[key] = (*project._forwards.get(key, ()), (int(index), callee))
+            project._spell_modules(facts, spellings or {})
             for _, module in facts:  # `step = make_step(cfg)` of a factory elsewhere
                 for name, target in module.assigned:
                     api = project._factories.get(project.canonical(target))
@@ -191,14 +195,31 @@ class Project:
         for _, module in facts:
             project._traced.update(map(canonical, module.traced_calls))
             project._eager.update(map(canonical, module.eager_calls))
+        # Modules defining jitted callables: a module read without a parse that imports one
+        # (`from pkg import steps`) is known to import it, not which of its names it calls.
+        jitting = {name.rpartition(".")[0] for name in (*project._jitted, *project._factories)}
         for display, module in facts:
             if imported_jit and any(
                 project._jitted.get(c) or project._factories.get(c) or project._makes_jitted(c)
+                or (not module.parsed and c in jitting)
                 for c in map(canonical, module.traced_calls | module.eager_calls)
             ):
                 project._calls_jitted.add(display)
         project._key_files(facts, imported_jit)
         return project
+
+    def _spell_modules(self, facts: list[tuple[str, ModuleFacts]], spellings: Mapping[str, tuple[str, ...]]) -> None:
+        """Alias each other name a module can be imported by to the module (`src.flow.ct` and
+        `flow.ct` to `ct` for `src/flow/ct.py` in folders without `__init__.py`), unless it
+        names a module of the run or more than one module could be imported by it."""
+        names = {module.module for _, module in facts}
+        spelled: dict[str, set[str]] = {}
+        for display, module in facts:
+            for spelling in spellings.get(display, ()):
+                spelled.setdefault(spelling, set()).add(module.module)
+        for spelling, modules in spelled.items():
+            if len(modules) == 1 and spelling not in names:
+                self._aliases.setdefault(spelling, next(iter(modules)))
 
     def _makes_jitted(self, name: str) -> bool:
         """Whether `name` is a class of the project with a jitted method (its own or a base's):
@@ -497,6 +518,26 @@ def absolute_name(name: str, module: str | None) -> str:
 def module_name(path: Path) -> str:
     """The dotted name Python imports `path` by: its stem, under every package (folder with an
     `__init__.py`) above it."""
+    return _module_parts(path)[0]
+
+
+def _spellings(name: str, folder: Path, *, most: int = 4) -> tuple[str, ...]:
+    """The other dotted names the module `name`, whose top package is in `folder`, can be
+    imported by: folders without `__init__.py` are namespace packages to Python, so that `ct`
+    at `src/flow/ct.py` is also `flow.ct` (run from `src/`) and `src.flow.ct` (run from the
+    root). Up to `most` folders, each a Python identifier."""
+    spellings = []
+    for _ in range(most):
+        if not folder.name.isidentifier() or folder.parent == folder:
+            break
+        name = f"{folder.name}.{name}"
+        spellings.append(name)
+        folder = folder.parent
+    return tuple(spellings)
+
+
+def _module_parts(path: Path) -> tuple[str, Path]:
+    """`module_name(path)`, and the folder above its top package."""
     parts = [path.stem] if path.stem != "__init__" else []
     folder = path.parent
     while (folder / "__init__.py").is_file():
@@ -504,7 +545,7 @@ def module_name(path: Path) -> str:
         if folder.parent == folder:
             break
         folder = folder.parent
-    return ".".join(parts) or path.stem
+    return ".".join(parts) or path.stem, folder
 
 
 # A module without any of these words jits, transforms and traces nothing of its own.
@@ -1205,20 +1246,31 @@ def project_for(
     holds on disk (standard input, an editor's buffer): summarized, never stored.
     `library`: the library table with the user's `extend-*` names (default: as shipped)."""
     library = library or _jaxapi.base_library()
+    spellings: dict[str, tuple[str, ...]] = {}
     with _jaxapi.using(library):
-        facts = _module_facts(files, store, library) + _module_facts(unsaved, None, library)
-    return Project.from_facts(facts, library=library)
+        facts = _module_facts(files, store, library, spellings) + _module_facts(unsaved, None, library, spellings)
+    return Project.from_facts(facts, library=library, spellings=spellings)
+
+
+def _absolute_path(path: Path) -> Path:
+    return path if path.is_absolute() else path.resolve()
 
 
 def _module_facts(
-    files: Iterable[tuple[str, Path, bytes]], store: MutableMapping[str, Any] | None, library: _jaxapi.Library
+    files: Iterable[tuple[str, Path, bytes]],
+    store: MutableMapping[str, Any] | None,
+    library: _jaxapi.Library,
+    spellings: dict[str, tuple[str, ...]],
 ) -> list[tuple[str, ModuleFacts]]:
+    """Each file's facts, from `store` where its bytes are known; `spellings` gets the other
+    names each can be imported by (`_spellings`)."""
     facts = []
     for display, path, data in files:
         notebook = path.suffix == ".ipynb"
         if path.suffix != ".py" and not notebook:
             continue
-        module = module_name(path.resolve() if not path.is_absolute() else path)
+        module, top = _module_parts(_absolute_path(path))
+        spellings[display] = _spellings(module, top)
         # surrogateescape: a file name that is not UTF-8 keeps its bytes in the module name.
         named = f"{module}\0{path.stem == '__init__'}\0{library.digest}".encode("utf-8", "surrogateescape")
         key = "facts:" + hashlib.sha256(named + b"\0" + data).hexdigest()
