@@ -28,7 +28,10 @@ returns a jitted callable. Re-exports are followed to where a name is defined (`
 Each file's cached findings key on `digest_for(file)`: only the facts its findings can read.
 Names are absolute dotted names (`pkg.steps.
 train_step`); a module's name comes from its path and the `__init__.py` files above it, as
-Python would import it (a script beside others is imported by its stem).
+Python would import it (a script beside others is imported by its stem). Folders above that
+hold no `__init__.py` are namespace packages to Python: `src/flow/ct.py` is imported as
+`flow.ct` run from `src/` and as `src.flow.ct` run from the root, so those names are aliases of
+the module `ct` (a name two modules could be imported by is not).
 """
 
 from __future__ import annotations
