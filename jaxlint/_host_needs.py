@@ -37,6 +37,7 @@ __all__ = [
     "passed_to_host_library",
     "statement_of",
     "static_list",
+    "tested_every_round",
     "used_statically",
 ]
 
@@ -255,6 +256,32 @@ def decided_on(loop: cst.CSTNode, names: set[str], statement: cst.CSTNode | None
         if any(isinstance(n, (cst.Continue, cst.Break, cst.Return, cst.Raise)) for n in iter_subtree(following, into_scopes=False)):
             return False
     return isinstance(loop, cst.While) and bool(free_names(loop.test) & found)
+
+
+def tested_every_round(loop: cst.CSTNode, value: cst.BaseExpression) -> bool:
+    """Whether the loop's `while` test reads the object `value` is read from (`while not
+    converged(stats):` for `float(stats.mean)`): the test makes a Python bool of it on every
+    round, so the loop waits for that value anyway and a copy of it adds no wait. Its length,
+    shape, rank, dtype or size are known without waiting and do not count."""
+    root = root_name(value)
+    if root is None or not isinstance(loop, cst.While):
+        return False
+    hidden: set[int] = set()  # reads that need no wait: `len(x)`, `x.shape`
+    for node in iter_subtree(loop.test, into_scopes=False):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len":
+            hidden.update(id(n) for arg in node.args for n in iter_subtree(arg.value, into_scopes=False))
+        elif isinstance(node, cst.Attribute):
+            hidden.add(id(node.attr))  # `other.stats` is not `stats`
+            if node.attr.value in _KNOWN_WITHOUT_WAITING:
+                hidden.update(id(n) for n in iter_subtree(node.value, into_scopes=False))
+    return any(
+        isinstance(node, cst.Name) and node.value == root and id(node) not in hidden
+        for node in iter_subtree(loop.test, into_scopes=False)
+    )
+
+
+# Attributes of an array known on the host without waiting for its values.
+_KNOWN_WITHOUT_WAITING = frozenset({"shape", "ndim", "dtype", "size"})
 
 
 def carried(loop: cst.CSTNode, statement: cst.CSTNode, names: set[str]) -> bool:

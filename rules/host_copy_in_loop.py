@@ -139,7 +139,15 @@ from jaxlint._frequency import Often, loop_evidence, loop_runs, off_by_default
 from jaxlint._context import Loop
 from jaxlint._device import HostCopy
 from jaxlint._jaxapi import FILTER_JIT
-from jaxlint._host_needs import carried, decided_on, feeds_host_library, needed_now, passed_to_host_library, statement_of
+from jaxlint._host_needs import (
+    carried,
+    decided_on,
+    feeds_host_library,
+    needed_now,
+    passed_to_host_library,
+    statement_of,
+    tested_every_round,
+)
 from jaxlint._nodes import comp_fors, free_names, iter_subtree, reads_name
 from jaxlint._scope import target_names
 from jaxlint._walk import path_below, walk_with_paths
@@ -228,7 +236,7 @@ class HostCopyInLoop(Rule):
                 # A few times, or a number the code does not show, per iteration of a loop
                 # around it, if any.
                 continue
-            if self._excused(node, loop, path):
+            if self._excused(node, loop, path) or tested_every_round(loop, value):
                 return None
             inner = loops[loops.index(loop) + 1 :]
             # Under such a guard only a loop that runs compiled or model code per iteration (an
