@@ -44,6 +44,7 @@ __all__ = [
     "HOST_COPIES",
     "HOST_METHODS",
     "HOST_BUILTINS",
+    "AVERAGES",
     "is_tree_util",
     "is_host_consumer",
     "is_host_copy",
@@ -195,6 +196,8 @@ PARTIAL = _names("partial")
 PLAIN_DECORATORS = _names("plain-decorators")
 HOST_METHODS = _names("host-methods")
 HOST_BUILTINS = _names("host-builtins")
+# Means of a sequence of numbers (`np.mean(times)`): a figure per item.
+AVERAGES = _names("averages")
 # Data loader -> the keyword that drops its ragged last batch.
 DATA_LOADERS: Mapping[str, str] = dict(_table()["data-loaders"])
 # Loader applying a list of operations -> the keyword holding it; batching operation -> the

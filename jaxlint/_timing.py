@@ -11,12 +11,13 @@ end read), or when the end read sits in an `except`/`finally`/`else` block.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from . import _jaxapi
 from ._waits import DeviceFlow, Step, Work
 from ._nodes import iter_subtree, literal_iterations
 from ._scope import target_names
@@ -114,7 +115,13 @@ class _Progress:
 
     done: int  # statements of the last block fed so far
     flow: DeviceFlow
-    cold: dict[str, tuple[cst.Call, tuple[cst.CSTNode, ...]]]
+    cold: dict[str, tuple[cst.Call, tuple[cst.CSTNode, ...]]]  # jitted calls a loop of the region repeats
+    # jitted calls run on every pass through the region (a region a loop repeats compiles them
+    # on its first pass)
+    first: dict[str, tuple[cst.Call, tuple[cst.CSTNode, ...]]]
+
+    def copy(self, done: int | None = None) -> _Progress:
+        return _Progress(self.done if done is None else done, self.flow.copy(), dict(self.cold), dict(self.first))
 
 
 def is_timer_read(ctx: FileContext, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -132,7 +139,7 @@ class TimingIndex:
         self.ctx = ctx
         # Caches keyed by node id; each entry keeps its node alive so ids stay unique.
         self._subtractions: dict[int, tuple[cst.CSTNode, dict[str, str], list[cst.BinaryOperation]]] = {}
-        self._per_step: dict[int, bool] = {}
+        self._per_step: dict[tuple[int, bool], bool] = {}
         self._binders: dict[int, tuple[cst.CSTNode, list[frozenset[str]], frozenset[str]]] = {}
         self._positions: dict[int, tuple[cst.CSTNode, dict[int, int]]] = {}
         self._progress: dict[tuple[int, ...], _Progress] = {}
@@ -247,19 +254,28 @@ class TimingIndex:
         called (or otherwise used) before the timer started: the first timed call compiles,
         inside the region.
 
-        Silent when the region itself repeats, or when the function holding it may run more
-        than once (see `_runs_once`): an earlier run would have compiled; and when the figure
-        is not reported per step (see `reported_per_step`): the wall time of a whole job
-        includes its one compile, as it should."""
+        When a loop repeats the region itself, only its first pass compiles: reported, for
+        the jitted calls every pass makes, when the figures of the passes are averaged
+        (`times.append(time() - t0)` in the loop, then `np.mean(times)`; see
+        `averaged_over_passes`), since the compile is then in the average; silent when they
+        are reported one by one or by their best (`min(times)`), which leaves the compile out.
+
+        Silent when the function holding it may run more than once (see `_runs_once`): an
+        earlier run would have compiled; and when the figure is not reported per step (see
+        `reported_per_step`): the wall time of a whole job includes its one compile, as it
+        should."""
         if region.start_in_loop:
-            return []
-        found = self._walk(region).cold
+            if not self.averaged_over_passes(region):
+                return []
+            found = self._walk(region).first
+        else:
+            found = self._walk(region).cold
         if not found:
             return []
         once = self._once.get(id(region.scope))
         if once is None:
             once = self._once[id(region.scope)] = _runs_once(region.scope, self.ctx.module)
-        if not once or not self.reported_per_step(region):
+        if not once or not (region.start_in_loop or self.reported_per_step(region)):
             return []
         hits = []
         for callee, (call, path) in found.items():
@@ -274,29 +290,34 @@ class TimingIndex:
         """Feed the region's steps, reusing what an earlier end read of the same start (down
         the same blocks) computed: each statement is analysed once per start."""
         key: tuple[int, ...] = (id(region.start),)
-        state = _Progress(0, DeviceFlow(self.ctx), {})
+        state = _Progress(0, DeviceFlow(self.ctx), {}, {})
         for segment in region.segments:
             key = (*key, id(segment.block))
             cached = self._progress.get(key)
             if cached is not None and cached.done <= segment.stop:
-                state = _Progress(cached.done, cached.flow.copy(), dict(cached.cold))
+                state = cached.copy()
             else:
-                state = _Progress(segment.first, state.flow.copy(), dict(state.cold))
+                state = state.copy(segment.first)
             for step in segment.steps(state.done):
                 self._feed(state, step)
             state.done = segment.stop
-            self._progress[key] = _Progress(state.done, state.flow.copy(), dict(state.cold))
+            self._progress[key] = state.copy()
             for step in segment.headers:
                 self._feed(state, step)
         return state
 
     def _feed(self, state: _Progress, step: Step) -> None:
         state.flow.feed(step)
-        if step.repeated:
+        if step.repeated or step.certain:
             for call, path in _step_calls(step):
                 callee = _callee_name(call)
-                if callee is not None and callee not in state.cold and self.ctx.jit.callee(call, path):
-                    state.cold[callee] = (call, path)
+                if callee is None or (callee in state.cold and callee in state.first):
+                    continue
+                if self.ctx.jit.callee(call, path):
+                    if step.repeated:
+                        state.cold.setdefault(callee, (call, path))
+                    if step.certain:
+                        state.first.setdefault(callee, (call, path))
 
     def reported_per_step(self, region: TimedRegion) -> bool:
         """Whether the elapsed time is made a figure per unit of work: divided by a count
@@ -305,10 +326,25 @@ class TimingIndex:
         function measuring it, a benchmark helper whose caller reports it. A total printed as
         it is, or only scaled to other units (`/ 60`, `* 1000`), is the wall time of the
         whole run: "training took 20 min", "weights loaded in 3 s", one compile included."""
-        key = id(region.figures[0]) if region.figures else id(region.end_line)
+        return self._figure_test(region, across=False)
+
+    def averaged_over_passes(self, region: TimedRegion) -> bool:
+        """Whether the figures of the passes of a loop repeating the region are gathered
+        (appended to a list, added up) and the gathered figures averaged: `np.mean(times)`,
+        `sum(times) / len(times)`, `total / n_trials`. The best of them (`min(times)`), or
+        each printed as it comes, is not an average."""
+        return self._figure_test(region, across=True)
+
+    def _figure_test(self, region: TimedRegion, *, across: bool) -> bool:
+        key = (id(region.figures[0]) if region.figures else id(region.end_line), across)
         cached = self._per_step.get(key)
         if cached is None:
-            cached = self._per_step[key] = _per_step(region)
+            path = region.start_path[: next(i for i, n in enumerate(region.start_path) if n is region.scope) + 1]
+
+            def is_average(call: cst.Call) -> bool:
+                return self.ctx.resolve(call.func, path, anchor=call) in _jaxapi.AVERAGES
+
+            cached = self._per_step[key] = _per_step(region, is_average, across=across)
         return cached
 
     # -- caches ----------------------------------------------------------------------------
@@ -390,37 +426,127 @@ class TimingIndex:
         return None
 
 
-def _per_step(region: TimedRegion) -> bool:
-    """See `TimingIndex.reported_per_step`."""
+def _per_step(region: TimedRegion, is_average: Callable[[cst.Call], bool], *, across: bool = False) -> bool:
+    """See `TimingIndex.reported_per_step`; with `across`, `averaged_over_passes`."""
     if not region.figures:
         return False
+    nodes = list(iter_subtree(region.scope, into_scopes=False))
     figures = {id(f) for f in region.figures}
-    names: set[str] = set()
+    # The names the figure is stored in, and those computed from them (`ms = elapsed * 1e3`).
+    names = _carriers(nodes, figures, set())
+    if across:
+        # Only what gathers the figure of every pass: `times.append(elapsed)`, `total += dt`;
+        # not when the code averages some of them (`np.mean(times[1:])` drops the first).
+        loop = next((n for n in reversed(region.start_path) if isinstance(n, _LOOPS)), None)
+        gathered = _collectors(loop, figures, names) if loop is not None else set()
+        if not gathered or any(_sliced(node, gathered) for node in nodes):
+            return False
+        names = _carriers(nodes, set(), gathered)
+        figures = set()
+        counts = {literal_iterations(loop)} - {None, 0}  # `total / 50` after `for _ in range(50)`
+    else:
+        counts = _literal_counts(region)
 
     def carries(expr: cst.CSTNode) -> bool:
-        return any(
-            id(node) in figures or (isinstance(node, cst.Name) and node.value in names)
-            for node in iter_subtree(expr, into_scopes=False)
-        )
+        return _carries(expr, figures, names)
 
-    nodes = list(iter_subtree(region.scope, into_scopes=False))
-    # The names the figure is stored in, and those computed from them (`ms = elapsed * 1e3`).
+    for node in nodes:
+        if not across and isinstance(node, cst.Return) and node.value is not None and carries(node.value):
+            return region.function is not None
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.FloorDivide)):
+            left, right = carries(node.left), carries(node.right)
+            if left and (not _constant(node.right) or _literal_int(node.right) in counts):
+                return True  # `elapsed / n_steps`, or `/ 100` after `for _ in range(100)`
+            if right and not _constant(node.left):
+                return True  # a rate: `n_steps / elapsed`
+        if isinstance(node, cst.Call) and any(carries(a.value) for a in node.args) and is_average(node):
+            return True  # `np.mean(times)`
+    return False
+
+
+def _carries(expr: cst.CSTNode, figures: set[int], names: set[str]) -> bool:
+    return any(
+        id(node) in figures or (isinstance(node, cst.Name) and node.value in names)
+        for node in iter_subtree(expr, into_scopes=False)
+    )
+
+
+def _carriers(nodes: list[cst.CSTNode], figures: set[int], names: set[str]) -> set[str]:
+    """`names` and the names assigned from the figures or from them, a few assignments deep."""
+    names = set(names)
     for _ in range(3):
         before = len(names)
         for node in nodes:
-            if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and node.value is not None and carries(node.value):
+            if (
+                isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign))
+                and node.value is not None
+                and _carries(node.value, figures, names)
+            ):
                 targets = node.targets if isinstance(node, cst.Assign) else [node]
                 names.update(n for t in targets for n in target_names(t.target))
         if len(names) == before:
             break
-    for node in nodes:
-        if isinstance(node, cst.Return) and node.value is not None and carries(node.value):
-            return region.function is not None
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.FloorDivide)):
-            left, right = carries(node.left), carries(node.right)
-            if (left and not _constant(node.right)) or (right and not _constant(node.left)):
-                return True
-    return False
+    return names
+
+
+def _collectors(loop: cst.For | cst.While, figures: set[int], names: set[str]) -> set[str]:
+    """The names that gather the figure on every pass of `loop`: a list it is appended to
+    (`times.append(dt)`) or a sum it is added to (`total += dt`), in a statement of the loop's
+    body that no `if`, `try` or inner loop guards (`if i > 0: times.append(dt)` skips one)."""
+    found: set[str] = set()
+    stack: list[cst.CSTNode] = [loop.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+            stack.extend(node.body)
+        elif isinstance(node, cst.With):
+            stack.append(node.body)
+        elif isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                value = small.value if isinstance(small, cst.Expr) else None
+                if (
+                    isinstance(value, cst.Call)
+                    and isinstance(value.func, cst.Attribute)
+                    and value.func.attr.value == "append"
+                    and isinstance(value.func.value, cst.Name)
+                    and any(_carries(a.value, figures, names) for a in value.args)
+                ):
+                    found.add(value.func.value.value)
+                elif (
+                    isinstance(small, cst.AugAssign)
+                    and isinstance(small.operator, cst.AddAssign)
+                    and isinstance(small.target, cst.Name)
+                    and _carries(small.value, figures, names)
+                ):
+                    found.add(small.target.value)
+    return found
+
+
+def _sliced(node: cst.CSTNode, names: set[str]) -> bool:
+    """`times[1:]`, `times[warmup:]`: some of the gathered figures, not all."""
+    return (
+        isinstance(node, cst.Subscript)
+        and isinstance(node.value, cst.Name)
+        and node.value.value in names
+        and any(isinstance(e.slice, cst.Slice) for e in node.slice)
+    )
+
+
+def _literal_counts(region: TimedRegion) -> set[int]:
+    """How many times the loops of the region run where their headers spell it
+    (`for _ in range(100)`)."""
+    counts: set[int] = set()
+    for segment in region.segments:
+        for stmt in segment.block.body[segment.first : segment.stop]:  # type: ignore[attr-defined]
+            for node in iter_subtree(stmt, into_scopes=False):
+                count = literal_iterations(node)
+                if count:
+                    counts.add(count)
+    return counts
+
+
+def _literal_int(expr: cst.CSTNode) -> int | None:
+    return int(expr.evaluated_value) if isinstance(expr, cst.Integer) else None
 
 
 def _constant(expr: cst.CSTNode) -> bool:

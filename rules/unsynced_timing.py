@@ -10,9 +10,15 @@ Finds timing code that does not time the device work it surrounds:
   does not wait for its result;
 - a benchmark loop whose jitted function is called for the first time inside the timed
   region: the first iteration traces and compiles it, and that is timed too. Reported when
-  the figure is a time per step (the elapsed time divided by a count, a rate such as steps
-  per second, or the figure a benchmark helper returns); the wall time of a whole run,
-  printed as a total or in minutes, includes its one compile as it should.
+  the figure is a time per step (the elapsed time divided by a count, or by the count spelled
+  in the loop's header, `/ 100` after `for _ in range(100)`; a rate such as steps per second;
+  or the figure a benchmark helper returns); the wall time of a whole run, printed as a total
+  or in minutes, includes its one compile as it should;
+- a timed pass that a loop repeats, whose jitted function is first called in the first pass,
+  when the passes' times are averaged (`times.append(time.time() - t0)` in the loop, then
+  `np.mean(times)` or `sum(times) / len(times)`): the compile is in the average. The best pass
+  (`min(times)`), the passes after the first (`times[1:]`), or each pass printed on its own
+  leave it out, and stay silent.
 
 ## Why is this bad?
 
@@ -159,11 +165,15 @@ class UnsyncedTiming(Rule):
             if id(call) in self._cold:
                 continue
             self._cold.add(id(call))
+            if region.start_in_loop:
+                where = "in the first of the timed passes, so its tracing and compile are in their average"
+            else:
+                where = "inside the timed loop, so its tracing and compile are timed too"
             self.report(
                 call,
-                f"`{callee}` is first called inside the timed loop, so its tracing and compile "
-                f"are timed too (no call before `{region.start_name} = ...`); call it once on the "
-                "same inputs before starting the timer, or use `jaxlint.runtime.benchmark`",
+                f"`{callee}` is first called {where} (no call before `{region.start_name} = ...`); "
+                "call it once on the same inputs before starting the timer, or use "
+                "`jaxlint.runtime.benchmark`",
                 ancestors=path,
             )
 

@@ -282,3 +282,55 @@ bench(1, 3)
 """
     )
     assert [r[2] for r in found if r is not None] == [cold]
+
+
+@pytest.mark.parametrize(
+    "report, cold",
+    [
+        ("print((time.perf_counter() - t0) / 3)", ["step"]),  # the loop's spelled count
+        ("print((time.perf_counter() - t0) / 4)", []),  # another number: a unit
+    ],
+)
+def test_a_spelled_count_divides_to_a_figure_per_step(report: str, cold: list[str]) -> None:
+    found = _regions(
+        f"""
+def bench(x):
+    t0 = time.perf_counter()
+    for _ in range(3):
+        out = step(x)
+    out.block_until_ready()
+    {report}
+
+bench(1)
+"""
+    )
+    assert [r[2] for r in found if r is not None] == [cold]
+
+
+@pytest.mark.parametrize(
+    "gather, report, cold",
+    [
+        ("laps.append(time.perf_counter() - t0)", "print(np.mean(laps))", ["step"]),
+        ("laps.append(time.perf_counter() - t0)", "print(sum(laps) / len(laps))", ["step"]),
+        ("total += time.perf_counter() - t0", "print(total / 5)", ["step"]),
+        ("laps.append(time.perf_counter() - t0)", "print(min(laps))", []),  # the best pass
+        ("laps.append(time.perf_counter() - t0)", "print(np.mean(laps[1:]))", []),  # first dropped
+        ("if i:\n            laps.append(time.perf_counter() - t0)", "print(np.mean(laps))", []),
+        ("print(time.perf_counter() - t0)", "pass", []),  # each pass on its own line
+    ],
+)
+def test_cold_call_in_averaged_passes(gather: str, report: str, cold: list[str]) -> None:
+    found = _regions(
+        f"""
+def trials(x):
+    laps, total = [], 0.0
+    for i in range(5):
+        t0 = time.perf_counter()
+        step(x).block_until_ready()
+        {gather}
+    {report}
+
+trials(1)
+"""
+    )
+    assert [r[2] for r in found if r is not None] == [cold]
