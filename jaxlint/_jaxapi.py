@@ -45,6 +45,7 @@ __all__ = [
     "HOST_METHODS",
     "HOST_BUILTINS",
     "AVERAGES",
+    "ARGUMENT_MODULES",
     "is_tree_util",
     "is_host_consumer",
     "is_host_copy",
@@ -198,6 +199,8 @@ HOST_METHODS = _names("host-methods")
 HOST_BUILTINS = _names("host-builtins")
 # Means of a sequence of numbers (`np.mean(times)`): a figure per item.
 AVERAGES = _names("averages")
+# Library Modules whose array leaves are only those of the arguments they are built from.
+ARGUMENT_MODULES = _names("argument-modules")
 # Data loader -> the keyword that drops its ragged last batch.
 DATA_LOADERS: Mapping[str, str] = dict(_table()["data-loaders"])
 # Loader applying a list of operations -> the keyword holding it; batching operation -> the

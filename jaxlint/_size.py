@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from . import _jaxapi
 from ._bindings import Kind
 from ._frequency import integer_value, items_count
 from ._nodes import iter_subtree
@@ -153,6 +154,11 @@ def _call(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], depth: int)
             return leaf_count(ctx, positional[index], [*path, call], depth + 1) if index < len(positional) else None
         if resolved.startswith("equinox.nn."):
             return _layer(ctx, call, resolved.rsplit(".", 1)[-1], path, depth)
+        if resolved in _jaxapi.ARGUMENT_MODULES:
+            # a solver or a step-size controller: options, and only the arrays it is given
+            if any(a.star for a in call.args):
+                return None
+            return _sum(leaf_count(ctx, a.value, [*path, call], depth + 1) for a in call.args)
         if resolved.startswith(_ARRAY_MODULES):
             return 1
         return None
@@ -213,11 +219,13 @@ def _module_class(ctx: FileContext, name: cst.Name, call: cst.Call, path: list[c
             if isinstance(field, cst.Attribute) and isinstance(field.value, cst.Name) and field.value.value == "self":
                 value = statement.value
                 if isinstance(value, cst.Name) and value.value in params:
-                    # `self.mean = mean`: what this construction passes for it
+                    # `self.mean = mean`: what this construction passes for it, or else the
+                    # parameter's default (`solver=dfx.Tsit5()`)
                     argument = passed_argument(call, value.value, params)
-                    counts[field.attr.value] = (
-                        None if argument is None else leaf_count(ctx, argument, [*path, call], depth + 1)
-                    )
+                    if argument is not None:
+                        counts[field.attr.value] = leaf_count(ctx, argument, [*path, call], depth + 1)
+                    else:
+                        counts[field.attr.value] = _default_count(ctx, call, init, value.value, init_path, depth)
                 else:
                     counts[field.attr.value] = leaf_count(ctx, value, [*init_path, statement], depth + 1)
     declared = _declared_fields(node)
@@ -227,6 +235,19 @@ def _module_class(ctx: FileContext, name: cst.Name, call: cst.Call, path: list[c
     if not counts or any(c is None for c in counts.values()):
         return None
     return sum(counts.values())  # type: ignore[arg-type]
+
+
+def _default_count(
+    ctx: FileContext, call: cst.Call, init: cst.FunctionDef, name: str, init_path: list[cst.CSTNode], depth: int
+) -> int | None:
+    """The leaves of parameter `name`'s default, when `call` passes nothing for it (and
+    spreads no `*args`/`**kwargs` that might)."""
+    if any(a.star for a in call.args):
+        return None
+    param = next((p for p in init.params.params if p.name.value == name), None)
+    if param is None or param.default is None:
+        return None
+    return leaf_count(ctx, param.default, [*init_path[:-1], init, init.params, param], depth + 1)
 
 
 # Annotations that declare one array, and ones that declare a Python value (no array).

@@ -145,6 +145,35 @@ def test_leaf_count(name: str, leaves: int | None) -> None:
     assert _leaves(MODELS, name) == leaves
 
 
+SOLVED = """
+import diffrax as dfx
+import equinox as eqx
+import jax.numpy as jnp
+
+class Solved(eqx.Module):
+    rate: jnp.ndarray
+    solver: object
+    controller: object
+
+    def __init__(self, rate, solver=dfx.Tsit5(), controller=dfx.PIDController(rtol=1e-3, atol=1e-6)):
+        self.rate = jnp.asarray(rate)
+        self.solver = solver
+        self.controller = controller
+
+defaults = Solved(0.1)
+passed = Solved(0.1, dfx.Kvaerno5(), dfx.StepTo(jnp.linspace(0.0, 1.0, 11)))
+unknown = Solved(0.1, make_solver())
+spread = Solved(0.1, **options)
+"""
+
+
+@pytest.mark.parametrize(("name", "leaves"), [("defaults", 1), ("passed", 2), ("unknown", None), ("spread", None)])
+def test_leaf_count_of_solver_options(name: str, leaves: int | None) -> None:
+    """diffrax's solvers and controllers hold only the arrays they are given; a field left to
+    its parameter's default holds the default's."""
+    assert _leaves(SOLVED, name) == leaves
+
+
 @pytest.mark.parametrize(
     ("source", "count"),
     [
