@@ -46,6 +46,7 @@ __all__ = [
     "HOST_BUILTINS",
     "AVERAGES",
     "ARGUMENT_MODULES",
+    "PASS_THROUGH",
     "is_tree_util",
     "is_host_consumer",
     "is_host_copy",
@@ -201,6 +202,8 @@ HOST_BUILTINS = _names("host-builtins")
 AVERAGES = _names("averages")
 # Library Modules whose array leaves are only those of the arguments they are built from.
 ARGUMENT_MODULES = _names("argument-modules")
+# Pytree plumbing that neither computes on the device values it is given nor waits for them.
+PASS_THROUGH = _names("pass-through")
 # Data loader -> the keyword that drops its ragged last batch.
 DATA_LOADERS: Mapping[str, str] = dict(_table()["data-loaders"])
 # Loader applying a list of operations -> the keyword holding it; batching operation -> the

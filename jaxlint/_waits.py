@@ -180,7 +180,7 @@ class DeviceFlow:
         self.device.update(stored)
         self.device.update(in_place)
         if step.binds is not None and (free or self._reads_device(small)):
-            self.device.update(n for t in _flat_targets([step.binds]) if (n := dotted_name(t)))
+            self.device.update(n for t in _flat_targets(_item_targets(small, step.binds)) if (n := dotted_name(t)))
         # Work whose every result has been overwritten is dead: nothing can wait for it.
         self.pending = [
             w for w in self.pending if not w.targets or any(n in self.device for n in w.names)
@@ -199,6 +199,8 @@ class DeviceFlow:
                 return Wait.BLOCK
             if _jaxapi.is_host_copy(name) or name.startswith("numpy."):
                 return Wait.HOST
+            if name in _jaxapi.PASS_THROUGH:
+                return None  # `nnx.update(model, state)`: plumbing, no wait
             if _jaxapi.is_tree_util(name):
                 return self._tree_util(call, path)
             return Wait.OPAQUE
@@ -287,6 +289,19 @@ class DeviceFlow:
             isinstance(node, cst.FormattedStringExpression) and self._reads_device(node.expression)
             for node in _subtree(small)
         )
+
+
+def _item_targets(iterable: cst.CSTNode, target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The targets of `for target in iterable` that receive device values when the iterable
+    holds some: not the keys of a mapping (`for name, value in metrics.items()` binds a device
+    `value` and a host `name`; `for name in results.keys()`, host names only)."""
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and not iterable.args:
+        method = iterable.func.attr.value
+        if method == "keys":
+            return []
+        if method == "items" and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
+            return [target.elements[1].value]
+    return [target]
 
 
 def _subtree(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
