@@ -85,6 +85,11 @@ class TimedRegion:
     # The expressions that compute the elapsed time: `timer() - t0`, or each `t1 - t0` of the
     # scope when the end read is assigned (`t1 = timer()`).
     figures: tuple[cst.BinaryOperation, ...] = ()
+    # The clock is restarted after each read, in the loop holding it: `start` is that restart,
+    # and the region runs from the top of the loop's body to the read. Its work counts as
+    # pending only when the code between the read and the restart waits for the device
+    # (`TimingIndex.pending`).
+    carried: bool = False
 
     def steps(self) -> Iterator[Step]:
         """What runs between the two reads, in execution order."""
@@ -180,6 +185,7 @@ class TimingIndex:
             return None
         start_k, start_index = start
         # The compounds between the start and the end read: their kind decides what ran.
+        loops = []
         for k in range(start_k + 1, line_index):
             node, child = path[k], path[k + 1]
             if isinstance(node, (cst.Try, cst.TryStar)) and child is not node.body:
@@ -188,10 +194,27 @@ class TimingIndex:
                 return None
             if isinstance(node, cst.Match):
                 return None
-            if isinstance(node, _LOOPS) and self._rebinds(node.body, start_name):
-                return None  # the start is rebound on a later iteration: loop-carried timing
+            if isinstance(node, _LOOPS):
+                loops.append(k)
+        carried = False
+        if any(self._rebinds(path[k].body, start_name) for k in loops):  # type: ignore[attr-defined]
+            # The start is rebound on a later iteration: only a restart right after the read
+            # (`print(time() - t0)`, then `t0 = time()`) is understood.
+            restart = self._restart(path, loops, line_index, start_name)
+            if restart is None:
+                return None
+            block_k, restart_index, body_k = restart
+            carried = True
         scope = path[scope_index]
-        block = path[start_k]
+        if carried:
+            # What runs from the restart to the next read: the innermost loop's body from its
+            # top (what follows the restart in the body, after the read, is left out).
+            block = path[block_k]
+            start_k, start_index = block_k, restart_index
+            segments = tuple(self._segments(path, body_k, -1, line_index))
+        else:
+            block = path[start_k]
+            segments = tuple(self._segments(path, start_k, start_index, line_index))
         parent = path[-2]
         if isinstance(parent, cst.BinaryOperation):
             figures: tuple[cst.BinaryOperation, ...] = (parent,)
@@ -208,12 +231,38 @@ class TimingIndex:
             start_path=tuple(path[: start_k + 1]),
             end_line=path[line_index],  # type: ignore[arg-type]
             end_path=tuple(path[:line_index]),
-            segments=tuple(self._segments(path, start_k, start_index, line_index)),
+            segments=segments,
             scope=scope,
             function=path[scope_index - 1] if isinstance(scope, cst.IndentedBlock) else None,  # type: ignore[arg-type]
             start_in_loop=any(isinstance(path[k], _LOOPS) for k in range(scope_index + 1, start_k)),
             figures=figures,
+            carried=carried,
         )
+
+    def _restart(
+        self, path: Sequence[cst.CSTNode], loops: list[int], line_index: int, name: str
+    ) -> tuple[int, int, int] | None:
+        """Where a loop-carried clock restarts: `name = timer()` in the block of the end
+        read's line, after it, and nowhere else in the loops between the start and the read
+        (`if step % 200 == 0: print(time() - t0); t0 = time()`). Returns the block's index in
+        `path`, the restart's index in the block, and the index of the innermost loop's body."""
+        block_k = line_index - 1
+        block = path[block_k]
+        if not isinstance(block, cst.IndentedBlock) or not loops or block_k <= loops[-1]:
+            return None
+        read_index = self._index_in(block, path[line_index])
+        if read_index is None:
+            return None
+        binders = self._binders_of(block)
+        after = [i for i in range(read_index + 1, len(block.body)) if name in binders[i]]
+        if len(after) != 1 or self._assignment_before(block, after[0] + 1, name, tuple(path[: block_k + 1])) != after[0]:
+            return None
+        outer = path[loops[0]]
+        if sum(1 for bound in _bound_names(outer.body) if bound == name) != 1:  # type: ignore[attr-defined]
+            return None
+        if not isinstance(path[loops[-1] + 1], cst.IndentedBlock):
+            return None
+        return block_k, after[0], loops[-1] + 1
 
     def _segments(
         self, path: Sequence[cst.CSTNode], start_k: int, start_index: int, line_index: int
@@ -247,7 +296,29 @@ class TimingIndex:
         `print(f"{loss} {time.time() - t0}")`) counts."""
         flow = self._walk(region).flow.copy()
         flow.feed_waits(Step(region.end_line, region.end_path))
+        if region.carried and not self._waits_before_restart(region, flow.copy()):
+            return []
         return flow.leaves()
+
+    def _waits_before_restart(self, region: TimedRegion, flow: DeviceFlow) -> bool:
+        """Whether, with a clock restarted after each read, the code between the read and the
+        restart waits for device work (a report that prints the loss, an evaluation): the work
+        in flight at the read then finishes outside every interval, and the figures miss it.
+        A restart right after the read, or after code that waits for nothing, makes intervals
+        that follow each other: the work left in flight at one read is timed in the next
+        interval, as with a running clock."""
+        block = region.start_path[-1]
+        body = block.body  # type: ignore[attr-defined]
+        read = self._index_in(block, region.end_line)
+        restart = self._index_in(block, region.start)
+        if read is None or restart is None:
+            return False
+        flow.feed(Step(region.end_line, region.end_path))
+        before = flow.waits
+        for stmt in body[read + 1 : restart]:
+            for step in _flatten(stmt, region.start_path, certain=True, repeated=False):
+                flow.feed(step)
+        return flow.waits > before
 
     def cold_calls(self, region: TimedRegion) -> list[tuple[cst.Call, tuple[cst.CSTNode, ...], str]]:
         """Calls of jitted functions repeated inside the timed region whose function was not
@@ -289,7 +360,7 @@ class TimingIndex:
     def _walk(self, region: TimedRegion) -> _Progress:
         """Feed the region's steps, reusing what an earlier end read of the same start (down
         the same blocks) computed: each statement is analysed once per start."""
-        key: tuple[int, ...] = (id(region.start),)
+        key: tuple[int, ...] = (id(region.start), int(region.carried))
         state = _Progress(0, DeviceFlow(self.ctx), {}, {})
         for segment in region.segments:
             key = (*key, id(segment.block))

@@ -32,7 +32,9 @@ region.
 
 Waiting means `jax.block_until_ready(out)`, `out.block_until_ready()`, or a copy to the host
 (`np.asarray(out)`, `jax.device_get(out)`, `float(out)`, `out.item()`, `print(out)`) before
-the second read. The rule stays silent when the result is waited for, for NumPy/Python work, for a running
+the second read. A clock restarted right after each read in a loop (`print(time() - t0)`, then
+`t0 = time()`, every iteration or every k steps) times the loop's body from its top to the read.
+The rule stays silent when the result is waited for, for NumPy/Python work, for a running
 clock (started once before a loop and read on each of its iterations without a restart: an
 elapsed-time total, or a throughput over the whole run such as steps per second, off by at
 most the step in flight, with the first compile amortised over the run),
@@ -365,4 +367,9 @@ def _started(ctx, region: TimedRegion) -> str:  # type: ignore[no-untyped-def]
 
     line = line_of(ctx.module, region.start, list(region.start_path))
     where = f" at line {line}" if line is not None else ""
+    if region.carried:
+        return (
+            f"the clock restarts after each read{where} (`{region.start_name}`), and nothing from the top of "
+            "the loop's body to this read waits for the device"
+        )
     return f"the clock starts{where} (`{region.start_name}`) and nothing between the two reads waits for the device"

@@ -169,11 +169,24 @@ def test_second_read_assigned_then_subtracted() -> None:
 @pytest.mark.parametrize(
     "body",
     [
-        # The start is rebound inside the loop holding the end read.
+        # The start is rebound inside the loop holding the end read, not right after it.
         """
         def f(x, n):
             last = time.time()
             for i in range(n):
+                x = step(x)
+                if i % 2:
+                    print(time.time() - last)
+                else:
+                    last = time.time()
+        """,
+        # Rebound after the read, and elsewhere in the loop too.
+        """
+        def f(x, n):
+            last = time.time()
+            for i in range(n):
+                if i == 0:
+                    last = time.time()
                 x = step(x)
                 print(time.time() - last)
                 last = time.time()
@@ -334,3 +347,66 @@ trials(1)
 """
     )
     assert [r[2] for r in found if r is not None] == [cold]
+
+
+@pytest.mark.parametrize(
+    ("body", "pending"),
+    [
+        # a report that waits between the read and the restart: the work in flight at the
+        # read finishes outside every interval; the region runs from the top of the body
+        (
+            """
+            def f(x, n):
+                last = time.time()
+                for i in range(n):
+                    x = step(x)
+                    print(time.time() - last)
+                    print(float(x))
+                    last = time.time()
+            """,
+            [("x",)],
+        ),
+        (
+            """
+            def f(x, n):
+                t0 = time.time()
+                for i in range(n):
+                    x = step(x)
+                    if i % 100 == 0:
+                        elapsed = time.time() - t0
+                        log(elapsed, x)
+                        t0 = time.time()
+            """,
+            [("x",)],
+        ),
+        # restarted right after the read: the intervals follow each other, as a running clock
+        (
+            """
+            def f(x, n):
+                last = time.time()
+                for i in range(n):
+                    x = step(x)
+                    print(time.time() - last)
+                    last = time.time()
+                    print(float(x))
+            """,
+            [],
+        ),
+        # the report waits for the step's result on the read's own line
+        (
+            """
+            def f(x, n):
+                t0 = time.time()
+                for i in range(n):
+                    x = step(x)
+                    if i % 100 == 0:
+                        print(f"{x} {time.time() - t0}")
+                        t0 = time.time()
+            """,
+            [],
+        ),
+    ],
+)
+def test_clock_restarted_after_each_read(body: str, pending: list[tuple[str, ...]]) -> None:
+    found = _regions(textwrap.dedent(body))
+    assert [(r[0], r[1]) for r in found] == [("last" if "last" in body else "t0", pending)]
