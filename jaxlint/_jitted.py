@@ -47,6 +47,11 @@ class JitIndex:
     # (object name, attribute) → jit API of `model.apply = jax.jit(model.apply)` anywhere in
     # the file, when the file assigns that attribute nothing else.
     _rebound: dict[tuple[str, str], str] = field(default_factory=dict)
+    # (id of the scope that binds it, name) → jit API of the callables an object built from
+    # jitted callables alone holds (`model = Pair(jax.jit(f), jax.jit(g))`, or what a factory
+    # of the file or of the project returns, `model = jit_pair(transform(net))`), when that
+    # scope binds the name to nothing else: `model.apply(...)` is one of them.
+    _holders: dict[tuple[int, str], str] = field(default_factory=dict)
 
     @classmethod
     def build(cls, ctx: FileContext) -> JitIndex:
@@ -60,6 +65,8 @@ class JitIndex:
         factory_calls: list[tuple[int, cst.Assign, Sequence[cst.CSTNode]]] = []
         rebound: dict[tuple[str, str], str] = {}
         returns: dict[int, list[cst.BaseExpression | None]] = {}
+        holders: dict[tuple[int, str], str] = {}
+        holder_calls: list[tuple[int, cst.Assign, Sequence[cst.CSTNode]]] = []
         functions: dict[int, tuple[cst.FunctionDef, cst.CSTNode]] = {}  # id → (def, its owner)
 
         def bind(key: tuple[int, str], api: str) -> None:
@@ -107,6 +114,8 @@ class JitIndex:
                             others.add(key)
                 if api is None and isinstance(node.value, cst.Call) and isinstance(node.value.func, (cst.Name, cst.Attribute)):
                     factory_calls.append((id(owner), node, path))
+                if api is None and isinstance(node.value, cst.Call):
+                    holder_calls.append((id(owner), node, path))
             elif isinstance(node, cst.Call):
                 api = index._wrapper_of(node.func, path)
                 if api is not None and node.args and isinstance(node.args[0].value, cst.Name):
@@ -139,6 +148,30 @@ class JitIndex:
                     if api is not None and name is not None:
                         bind((scope, name), api)
                         others.discard((scope, name))
+        # Objects built from jitted callables alone, made here or by a factory of the file or
+        # of the project (every `return` of which builds one).
+        made_holders = {
+            (id(functions[key][1]), functions[key][0].name.value): api
+            for key, values in returns.items()
+            if key in functions and (api := index._holder_returns(values, functions[key][0])) is not None
+        }
+        for scope, assign, path in holder_calls:
+            value = assign.value
+            assert isinstance(value, cst.Call)
+            api = index._holds_jitted(value, path)
+            func = value.func
+            if api is None and isinstance(func, cst.Name):
+                api = made_holders.get((scope, func.value)) or made_holders.get((id(ctx.module), func.value))
+            if api is None and ctx.project is not None and isinstance(func, (cst.Name, cst.Attribute)):
+                imported = ctx.resolve(func, path, anchor=value)
+                api = ctx.project.holder(imported, ctx.module_name) if imported is not None else None
+            for target in assign.targets:
+                if isinstance(target.target, cst.Name):
+                    key = (scope, target.target.value)
+                    if api is not None and holders.get(key, api) == api:
+                        holders[key] = api
+                    else:
+                        holders[key] = _CONFLICT
         for key in list(jitted):
             if key in self_wrapped:
                 continue  # `f = jax.jit(f)` after `def f` or `f = make()`: wrapped in place
@@ -150,7 +183,39 @@ class JitIndex:
                 index.functions.setdefault(name, api)
         index._attributes = {k: v for k, v in attributes.items() if k not in other_attributes}
         index._rebound = {k: v for k, v in rebound.items() if v != _CONFLICT}
+        index._holders = {k: v for k, v in holders.items() if v != _CONFLICT and k not in jitted and k not in plain_defs}
         return index
+
+    def _holder_returns(self, values: list[cst.BaseExpression | None], function: cst.FunctionDef) -> str | None:
+        """The jit API of what every `return` of `function` gives, when each builds an object
+        from jitted callables alone (`_holds_jitted`)."""
+        path = [self.ctx.module]
+        apis = {self._holds_jitted(v, path) if isinstance(v, cst.Call) else None for v in values}
+        return apis.pop() if len(apis) == 1 and None not in apis else None
+
+    def _holds_jitted(self, value: cst.Call, path: Sequence[cst.CSTNode]) -> str | None:
+        """The jit API of `Pair(jax.jit(f), jax.jit(g))` (`type(f)(init=jax.jit(...), ...)`): a
+        call, not itself a transform, of something other than a class of this file with methods
+        of its own (which the object would also have), every argument of which is a jit wrapper's call,
+        all of one API; None otherwise. Every callable such an object hands back is jitted."""
+        func = value.func
+        if not value.args or self._wrapper_of(func, path) is not None:
+            return None
+        if isinstance(func, cst.Name) and any(
+            isinstance(s, cst.ClassDef)
+            and s.name.value == func.value
+            and any(isinstance(m, cst.FunctionDef) for m in s.body.body)
+            for s in self.ctx.module.body
+        ):
+            return None
+        apis = set()
+        for arg in value.args:
+            inner = arg.value
+            api = self._wrapper_of(inner.func, path) if isinstance(inner, cst.Call) and inner.args and not arg.star else None
+            if api is None:
+                return None
+            apis.add(api)
+        return apis.pop() if len(apis) == 1 else None
 
     def _made(
         self,
@@ -209,7 +274,7 @@ class JitIndex:
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             if func.value.value not in ("self", "cls"):
                 rebound = self._rebound.get((func.value.value, func.attr.value))
-                return rebound or self._imported(func, call, ancestors)
+                return rebound or self._held(func.value, call, ancestors) or self._imported(func, call, ancestors)
             if func.value.value in ("self", "cls"):
                 owner = _enclosing_class(ancestors)
                 if owner is None:
@@ -221,6 +286,21 @@ class JitIndex:
         if isinstance(func, cst.Call):
             return self._wrapper_of(func.func, ancestors)
         return None
+
+    def _held(self, holder: cst.Name, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> str | None:
+        """The jit API of `holder.method(...)` where the scope `holder` is read from binds it
+        only to an object built from jitted callables (`_holders`)."""
+        from ._bindings import Kind
+
+        if not self._holders:
+            return None
+        path = [*ancestors, call]
+        owner = self.ctx.binding_owner(holder.value, path)
+        api = self._holders.get((id(owner), holder.value)) if owner is not None else None
+        bindings = self.ctx.bindings.of(holder.value, path)
+        if api is None or not all(b.kind is Kind.ASSIGN and isinstance(b.value, cst.Call) for b in bindings):
+            return None
+        return api
 
     def _traced_by_callers(self, node: cst.FunctionDef) -> bool:
         """A function whose every caller runs traced: its call sites in this file are all in

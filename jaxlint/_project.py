@@ -66,6 +66,10 @@ class ModuleFacts:
     # Top-level functions every `return` of which gives a jitted callable (`return
     # jax.jit(step)`), as (name, jit API).
     factories: tuple[tuple[str, str], ...] = ()
+    # Top-level functions every `return` of which gives an object built from jitted callables
+    # alone (`return Transformed(jax.jit(f.init), jax.jit(f.apply))`, `type(f)(...)`), as
+    # (name, jit API): every method called on what they return is one of those callables.
+    holders: tuple[tuple[str, str], ...] = ()
     # Top-level `name = f(...)` of a project function `f` (a factory elsewhere), as (name, f).
     assigned: tuple[tuple[str, str], ...] = ()
     # Top-level classes with each base they name, as (class, absolute base name; a class of the
@@ -114,6 +118,7 @@ class Project:
     modules: dict[str, str] = field(default_factory=dict)  # display path -> module name
     _jitted: dict[str, str] = field(default_factory=dict)  # absolute name -> jit API
     _factories: dict[str, str] = field(default_factory=dict)  # absolute name -> jit API it makes
+    _holders: dict[str, str] = field(default_factory=dict)  # absolute name -> jit API of what it holds
     _traced: set[str] = field(default_factory=set)
     _eager: set[str] = field(default_factory=set)
     _calls_jitted: set[str] = field(default_factory=set)  # display paths
@@ -167,6 +172,8 @@ class Project:
                     project._jitted[f"{module.module}.{name}"] = api
                 for name, api in module.factories:
                     project._factories[f"{module.module}.{name}"] = api
+                for name, api in module.holders:
+                    project._holders[f"{module.module}.{name}"] = api
                 for name, base in module.classes:
                     key = f"{module.module}.{name}"
                     project._bases[key] = (*project._bases.get(key, ()), base)
@@ -203,7 +210,7 @@ class Project:
         jitting = {name.rpartition(".")[0] for name in (*project._jitted, *project._factories)}
         for display, module in facts:
             if imported_jit and any(
-                project._jitted.get(c) or project._factories.get(c) or project._makes_jitted(c)
+                project._jitted.get(c) or project._factories.get(c) or project._holders.get(c) or project._makes_jitted(c)
                 or (not module.parsed and c in jitting)
                 for c in map(canonical, module.traced_calls | module.eager_calls)
             ):
@@ -244,7 +251,7 @@ class Project:
         members: dict[str, list[str]] = {}  # module -> its names jitted, factories, re-exported
         if imported_jit:
             for name in (
-                *self._jitted, *self._factories, *self._aliases, *self._bases, *self._builds, *self._streams, *self._forwards,
+                *self._jitted, *self._factories, *self._holders, *self._aliases, *self._bases, *self._builds, *self._streams, *self._forwards,
                 *self._methods,
             ):  # fmt: skip
                 members.setdefault(name.rpartition(".")[0], []).append(name)
@@ -261,7 +268,7 @@ class Project:
                 methods = self._jitted_methods(target) if target in self._bases or target in self._methods else {}
                 known = answers[name] = (
                     f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''} {handed} {bases} {linen}"
-                    f" {sorted(methods.items())}"
+                    f" {sorted(methods.items())} {self._holders.get(target, '')}"
                 )
             return known
 
@@ -330,7 +337,7 @@ class Project:
     def _defines(self, name: str) -> bool:
         """Whether `name` is a callable of the project that the summaries say something of."""
         return (
-            name in self._jitted or name in self._factories or name in self._bases or name in self._builds
+            name in self._jitted or name in self._factories or name in self._holders or name in self._bases or name in self._builds
             or name in self._streams or name in self._forwards or name in self._methods
         )  # fmt: skip
 
@@ -475,6 +482,15 @@ class Project:
         if not self._factories:
             return None
         return self._factories.get(self.canonical(self._absolute(name, module)))
+
+    def holder(self, name: str, module: str | None = None) -> str | None:
+        """The jit API of the callables held by what the project function `name` (as imported
+        into `module`) returns, an object built from jitted callables alone: `def
+        jit_pair(f): return type(f)(jax.jit(f.init), jax.jit(f.apply))`, so that `model =
+        jit_pair(...)` makes `model.apply(...)` a jitted call."""
+        if not self._holders:
+            return None
+        return self._holders.get(self.canonical(self._absolute(name, module)))
 
     def _absolute(self, name: str, module: str | None) -> str:
         """`name` as `module` imports it, made absolute (from the package itself in a
@@ -824,6 +840,7 @@ class _Summary:
             stars=tuple(dict.fromkeys(self.stars)),
             exports=self._exports(),
             factories=tuple(sorted(self._factories(jitted).items())),
+            holders=tuple(sorted(self._holders().items())),
             assigned=tuple(sorted(assigned)),
             classes=tuple(sorted(self._classes())),
             builds=tuple(sorted(self._builds().items())),
@@ -1045,6 +1062,41 @@ class _Summary:
             if returned and returned[0] is not None and len(set(returned)) == 1:
                 found[name] = returned[0]
         return found
+
+    def _classes_with_methods(self) -> set[str]:
+        return {
+            s.name
+            for s in self.tree.body
+            if isinstance(s, ast.ClassDef) and any(isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) for m in s.body)
+        }
+
+    def _holders(self) -> dict[str, str]:
+        """Top-level functions each `return` of which gives an object built from jitted
+        callables alone (`_holds_jitted`), all of one jit API."""
+        found = {}
+        for name, function in self.functions.items():
+            returned = [self._holds_jitted(node.value) for node in _own_nodes(function) if isinstance(node, ast.Return)]
+            if returned and returned[0] is not None and len(set(returned)) == 1:
+                found[name] = returned[0]
+        return found
+
+    def _holds_jitted(self, value: ast.expr | None) -> str | None:
+        """The jit API of `Pair(jax.jit(f), jax.jit(g))`: a call, not itself a transform, of
+        something other than a class of this module with methods of its own (which it would
+        also have),
+        every argument of which is a jit wrapper's call; None otherwise."""
+        if not isinstance(value, ast.Call) or not (value.args or value.keywords):
+            return None
+        func = value.func
+        if self._wrapper(func) is not None or (isinstance(func, ast.Name) and func.id in self._classes_with_methods()):
+            return None
+        apis = set()
+        for arg in (*value.args, *(k.value for k in value.keywords)):
+            api = self._wrapper(arg.func) if isinstance(arg, ast.Call) and arg.args else None
+            if api not in _jaxapi.JIT_WRAPPERS:
+                return None
+            apis.add(api)
+        return apis.pop() if len(apis) == 1 else None
 
     def _made(self, value: ast.expr | None, local: dict[str, str], jitted: dict[str, str]) -> str | None:
         if isinstance(value, ast.Call) and value.args:
@@ -1340,6 +1392,7 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
         "stars": list(facts.stars),
         "exports": list(facts.exports) if facts.exports is not None else None,
         "factories": [list(pair) for pair in facts.factories],
+        "holders": [list(pair) for pair in facts.holders],
         "assigned": [list(pair) for pair in facts.assigned],
         "classes": [list(pair) for pair in facts.classes],
         "builds": [list(pair) for pair in facts.builds],
@@ -1352,7 +1405,7 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
     }
 
 
-_PAIRS = ("jitted", "aliases", "factories", "assigned", "classes", "builds", "forwards", "looped", "methods", "passes")
+_PAIRS = ("jitted", "aliases", "factories", "holders", "assigned", "classes", "builds", "forwards", "looped", "methods", "passes")
 _NAMES = ("traced", "eager", "imports", "stars", "streams")
 
 
@@ -1383,6 +1436,7 @@ def _stored_facts(entry: object) -> ModuleFacts | None:
         stars=tuple(entry["stars"]),
         exports=tuple(exports) if exports is not None else None,
         factories=pair("factories"),
+        holders=pair("holders"),
         assigned=pair("assigned"),
         classes=pair("classes"),
         builds=pair("builds"),

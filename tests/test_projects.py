@@ -291,13 +291,17 @@ def test_star_and_alias_cycles_end(tmp_path: Path, run_cli) -> None:
         ("method_elsewhere", "models.py", ("    @partial(jax.jit, static_argnums=0)\n", ""), {19, 27}),
         # The training loader drops its last batch now: not every caller passes a ragged one.
         ("loader_passed", "main.py", ("batch_size=64, shuffle=True)", "batch_size=64, shuffle=True, drop_last=True)"), {15}),
+        # The helper no longer compiles `apply`: the pair it returns holds an eager function, and
+        # the growing histories handed to it compile nothing.
+        ("pair_elsewhere", "compile.py", ("jax.jit(pair.apply))", "pair.apply)"), {17, 25}),
     ],
 )
 def test_cached_findings_follow_what_other_modules_build(
     case: str, module: str, edit: tuple[str, str], gone: set[int], tmp_path: Path, run_cli
 ) -> None:
     """A file's cached findings are stale when another module's Module classes, model builders,
-    Flax Linen modules, data generators or what its functions hand to a jitted callable change: the unchanged loop file is linted again and loses its finding."""
+    Flax Linen modules, data generators, what its functions hand to a jitted callable or the
+    compiled pairs its helpers return change: the unchanged loop file is linted again and loses its finding."""
     import shutil
 
     shutil.copytree(PROJECTS / case / "trainer", tmp_path / "trainer")
