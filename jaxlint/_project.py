@@ -20,6 +20,10 @@ records, per module:
   callable (`Project.forwarded` keeps those whose callable is jitted);
 - `looped`: the project callables it calls once per iteration of a loop, and where
   (`Project.looped`: a function another module's loop runs many times).
+- `holders`: its functions that return an object built from jitted callables alone
+  (`Project.holder`: `model = compiled(pair)` makes `model.apply(...)` a jitted call);
+- `traceable`: which of its functions would trace under jit as they are, with their static
+  parameters and the project functions they call (`_traceable`; `Project.traceable` joins them).
 
 `Project` joins them: `jitted(name)` for a call of an imported name, and `traced_only(name)`
 for a function that other modules call only from traced code and nowhere else, so that its
@@ -45,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _batches, _jaxapi
+from ._traceable import Traceable, read as _read_traceable
 
 __all__ = ["ModuleFacts", "Project", "absolute_name", "module_name", "summarize"]
 
@@ -70,6 +75,10 @@ class ModuleFacts:
     # alone (`return Transformed(jax.jit(f.init), jax.jit(f.apply))`, `type(f)(...)`), as
     # (name, jit API): every method called on what they return is one of those callables.
     holders: tuple[tuple[str, str], ...] = ()
+    # Top-level functions that would trace under jit as they are, as (name, what `_traceable`
+    # says of each, encoded): its parameters, those jit must take static, and the project
+    # functions it calls or hands on (`Project.traceable` joins them).
+    traceable: tuple[tuple[str, str], ...] = ()
     # Top-level `name = f(...)` of a project function `f` (a factory elsewhere), as (name, f).
     assigned: tuple[tuple[str, str], ...] = ()
     # Top-level classes with each base they name, as (class, absolute base name; a class of the
@@ -119,6 +128,9 @@ class Project:
     _jitted: dict[str, str] = field(default_factory=dict)  # absolute name -> jit API
     _factories: dict[str, str] = field(default_factory=dict)  # absolute name -> jit API it makes
     _holders: dict[str, str] = field(default_factory=dict)  # absolute name -> jit API of what it holds
+    _traceables: dict[str, Traceable] = field(default_factory=dict)  # absolute name -> `_traceable`'s answer
+    _traced_joined: dict[str, tuple[tuple[str, ...], frozenset[str]] | None] = field(default_factory=dict)
+    _names: frozenset[str] | None = None  # the project's module names
     _traced: set[str] = field(default_factory=set)
     _eager: set[str] = field(default_factory=set)
     _calls_jitted: set[str] = field(default_factory=set)  # display paths
@@ -174,6 +186,10 @@ class Project:
                     project._factories[f"{module.module}.{name}"] = api
                 for name, api in module.holders:
                     project._holders[f"{module.module}.{name}"] = api
+                for name, text in module.traceable:
+                    known = Traceable.decode(text)
+                    if known is not None:
+                        project._traceables[f"{module.module}.{name}"] = known
                 for name, base in module.classes:
                     key = f"{module.module}.{name}"
                     project._bases[key] = (*project._bases.get(key, ()), base)
@@ -251,7 +267,7 @@ class Project:
         members: dict[str, list[str]] = {}  # module -> its names jitted, factories, re-exported
         if imported_jit:
             for name in (
-                *self._jitted, *self._factories, *self._holders, *self._aliases, *self._bases, *self._builds, *self._streams, *self._forwards,
+                *self._jitted, *self._factories, *self._holders, *self._traceables, *self._aliases, *self._bases, *self._builds, *self._streams, *self._forwards,
                 *self._methods,
             ):  # fmt: skip
                 members.setdefault(name.rpartition(".")[0], []).append(name)
@@ -268,7 +284,7 @@ class Project:
                 methods = self._jitted_methods(target) if target in self._bases or target in self._methods else {}
                 known = answers[name] = (
                     f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''} {handed} {bases} {linen}"
-                    f" {sorted(methods.items())} {self._holders.get(target, '')}"
+                    f" {sorted(methods.items())} {self._holders.get(target, '')} {self._joined(target) if target in self._traceables else ''}"
                 )
             return known
 
@@ -295,6 +311,10 @@ class Project:
                 read: set[str] = set()
                 for name in module.imports | module.traced_calls | module.eager_calls:
                     read.add(answer(name))
+                    if self._traceables:  # what the name is as the module imports it: a sibling too
+                        function = self._function_of(name, module.module)
+                        if function in self._traceables:
+                            read.add(f"traceable {function} {self._joined(function)}")
                     if module.parsed:
                         continue  # the names it calls are all there; the engine asks of calls
                     modules, seen = [self.canonical(name)], set()
@@ -337,7 +357,8 @@ class Project:
     def _defines(self, name: str) -> bool:
         """Whether `name` is a callable of the project that the summaries say something of."""
         return (
-            name in self._jitted or name in self._factories or name in self._holders or name in self._bases or name in self._builds
+            name in self._jitted or name in self._factories or name in self._holders or name in self._traceables
+            or name in self._bases or name in self._builds
             or name in self._streams or name in self._forwards or name in self._methods
         )  # fmt: skip
 
@@ -492,6 +513,70 @@ class Project:
             return None
         return self._holders.get(self.canonical(self._absolute(name, module)))
 
+    def traceable(self, name: str, module: str | None = None) -> tuple[tuple[str, ...], frozenset[str]] | None:
+        """Whether the project function `name` (as imported into `module`) runs under jit as it
+        is, through every project function it calls or hands on (`_traceable`): its parameters
+        and those jit must take static (what it reads where Python needs a value, and what it
+        passes to a static parameter of a function it calls); None when not known to."""
+        if not self._traceables:
+            return None
+        return self._joined(self._function_of(name, module))
+
+    def _function_of(self, name: str, module: str | None) -> str:
+        """`name` as `module` imports it, absolute and followed through re-exports; an import
+        of a sibling by its bare name (`from model import f` in `src/train.py`, run as a
+        script from `src/`, where `src/__init__.py` makes the module `src.model`) when no
+        module of the project has that bare name."""
+        target = self.canonical(self._absolute(name, module))
+        if self._defines(target) or module is None or name.startswith(".") or "." not in module:
+            return target
+        package = module.rpartition(".")[0]
+        head = name.partition(".")[0]
+        names = self._module_names()
+        if any(m == head or m.startswith(head + ".") for m in names) or f"{package}.{head}" not in names:
+            return target
+        return self.canonical(f"{package}.{name}")
+
+    def _module_names(self) -> frozenset[str]:
+        if self._names is None:
+            self._names = frozenset(self.modules.values())
+        return self._names
+
+    def _joined(self, name: str, depth: int = 0) -> tuple[tuple[str, ...], frozenset[str]] | None:
+        if name in self._traced_joined:
+            return self._traced_joined[name]
+        known = self._traceables.get(name)
+        if known is None or depth > 8:
+            return None
+        self._traced_joined[name] = None  # a cycle: not known
+        statics = set(known.statics)
+        answer: tuple[tuple[str, ...], frozenset[str]] | None = None
+        module = name.rpartition(".")[0]
+        for used in known.uses:
+            if self._joined(self._function_of(used, module), depth + 1) is None:
+                break
+        else:
+            for callee, reads in known.calls:
+                inner = self._joined(self._function_of(callee, module), depth + 1)
+                if inner is None:
+                    break
+                params, inner_statics = inner
+                lost = False
+                for key, names in reads:
+                    param = params[int(key)] if key.isdigit() and int(key) < len(params) else key
+                    if param not in params:
+                        lost = True  # more arguments than it takes
+                    elif param in inner_statics:
+                        if "*" in names:
+                            lost = True  # a local where a Python value is needed
+                        statics.update(names)
+                if lost:
+                    break
+            else:
+                answer = (known.params, frozenset(statics))
+        self._traced_joined[name] = answer
+        return answer
+
     def _absolute(self, name: str, module: str | None) -> str:
         """`name` as `module` imports it, made absolute (from the package itself in a
         package's `__init__.py`)."""
@@ -611,7 +696,7 @@ def summarize(module: str, text: str, *, package: bool = False) -> ModuleFacts:
         assigned = _assigned_calls(module, text, dict(aliases))
         return ModuleFacts(
             module, eager_calls=names, imports=names, aliases=aliases, stars=stars, exports=_all_of(text), assigned=assigned,
-            looped=_loop_calls_of(module, anchor, text),
+            **_unparsed_facts(module, anchor, text),
         )
     try:
         tree = ast.parse(text)
@@ -674,6 +759,10 @@ def _assigned_calls(module: str, text: str, aliases: dict[str, str]) -> tuple[tu
         if base is not None:
             found.add((match.group(1), f"{base}.{rest}" if rest else base))
     return tuple(sorted(found))
+
+
+# A module with none of these calls no array operation of its own.
+_ARRAY_WORDS = re.compile(r"\bjnp\.|\bjax\.numpy\b|\blax\.")
 
 
 def _all_of(text: str) -> tuple[str, ...] | None:
@@ -841,6 +930,7 @@ class _Summary:
             exports=self._exports(),
             factories=tuple(sorted(self._factories(jitted).items())),
             holders=tuple(sorted(self._holders().items())),
+            traceable=tuple(sorted(self._traceable())),
             assigned=tuple(sorted(assigned)),
             classes=tuple(sorted(self._classes())),
             builds=tuple(sorted(self._builds().items())),
@@ -1063,6 +1153,12 @@ class _Summary:
                 found[name] = returned[0]
         return found
 
+    def _traceable(self) -> Iterable[tuple[str, str]]:
+        for name, function in self.functions.items():
+            known = _read_traceable(function, self.resolve, self.functions, self.module)
+            if known is not None:
+                yield name, known.encode()
+
     def _classes_with_methods(self) -> set[str]:
         return {
             s.name
@@ -1121,15 +1217,22 @@ def _last_value(read: ast.Name, ordered: list[ast.Assign]) -> ast.expr | None:
 _LOOP_WORDS = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:for|while)\b", re.MULTILINE)
 
 
-def _loop_calls_of(module: str, anchor: str, text: str) -> tuple[tuple[str, str], ...]:
-    """`ModuleFacts.looped` of a module read without a full summary (it traces nothing)."""
-    if not _LOOP_WORDS.search(text):
-        return ()
+def _unparsed_facts(module: str, anchor: str, text: str) -> dict[str, Any]:
+    """`ModuleFacts.looped` and `traceable` of a module read without a full summary (it traces
+    nothing): the project callables its loops call, and which of its functions would trace
+    (a module of array functions, `jnp.`/`lax.`, whose functions other modules' steps call)."""
+    loops, arrays = bool(_LOOP_WORDS.search(text)), bool(_ARRAY_WORDS.search(text))
+    if not (loops or arrays):
+        return {}
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return ()
-    return _LoopCalls(_Summary(module, tree, anchor), set()).found(tree)
+        return {}
+    summary = _Summary(module, tree, anchor)
+    return {
+        "looped": _LoopCalls(summary, set()).found(tree) if loops else (),
+        "traceable": tuple(sorted(summary._traceable())) if arrays else (),
+    }
 
 
 class _LoopCalls:
@@ -1393,6 +1496,7 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
         "exports": list(facts.exports) if facts.exports is not None else None,
         "factories": [list(pair) for pair in facts.factories],
         "holders": [list(pair) for pair in facts.holders],
+        "traceable": [list(pair) for pair in facts.traceable],
         "assigned": [list(pair) for pair in facts.assigned],
         "classes": [list(pair) for pair in facts.classes],
         "builds": [list(pair) for pair in facts.builds],
@@ -1405,7 +1509,7 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
     }
 
 
-_PAIRS = ("jitted", "aliases", "factories", "holders", "assigned", "classes", "builds", "forwards", "looped", "methods", "passes")
+_PAIRS = ("jitted", "aliases", "factories", "holders", "traceable", "assigned", "classes", "builds", "forwards", "looped", "methods", "passes")
 _NAMES = ("traced", "eager", "imports", "stars", "streams")
 
 
@@ -1437,6 +1541,7 @@ def _stored_facts(entry: object) -> ModuleFacts | None:
         exports=tuple(exports) if exports is not None else None,
         factories=pair("factories"),
         holders=pair("holders"),
+        traceable=pair("traceable"),
         assigned=pair("assigned"),
         classes=pair("classes"),
         builds=pair("builds"),

@@ -24,6 +24,7 @@ from jaxlint._context import FileContext
 from jaxlint._nodes import root_name
 from jaxlint._pytrees import Value, classify, is_module_class
 from jaxlint._scope import dotted_name, target_names
+from jaxlint._traceable import SHAPE_KEYWORDS, SHAPE_POSITIONS
 from jaxlint._walk import iter_children
 
 
@@ -62,20 +63,6 @@ _PURE_METHODS = frozenset(
 )  # fmt: skip
 # Container methods that mutate their receiver.
 _MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "pop", "popitem", "add", "clear", "remove", "discard"})
-# Keyword arguments of jnp/lax/random functions that take shapes, axes and counts.
-_SHAPE_KEYWORDS = frozenset(
-    {"shape", "axis", "axes", "num_classes", "length", "k", "size", "num_segments", "total_repeat_length", "reps", "repeats", "new_sizes", "newshape", "num", "indices_or_sections", "dimension", "unroll"}
-)  # fmt: skip
-# Positional shape arguments: function (last segment) -> the positions that are shapes.
-_SHAPE_POSITIONS = {
-    "zeros": (0,), "ones": (0,), "empty": (0,), "full": (0,), "eye": (0, 1), "identity": (0,),
-    "arange": (0, 1, 2), "linspace": (2,), "reshape": (1, 2, 3, 4), "tile": (1,), "repeat": (1,),
-    "one_hot": (1,), "split": (1,), "array_split": (1,), "broadcast_to": (1,), "top_k": (1,),
-    "expand_dims": (1,), "squeeze": (1,), "moveaxis": (1, 2), "swapaxes": (1, 2), "roll": (1, 2),
-    "normal": (1,), "uniform": (1,), "truncated_normal": (3,), "randint": (1,), "bernoulli": (2,),
-    "categorical": (2,), "permutation": (1,), "choice": (1,), "fold_in": (1,), "split_key": (1,),
-    "dynamic_slice": (2,), "dynamic_slice_in_dim": (2, 3), "iota": (1,), "broadcast_in_dim": (1, 2),
-}  # fmt: skip
 # Keyword names of `.apply` that are module options rather than inputs.
 _OPTION_NAME = re.compile(
     r"(^|_)(indices|layers|layer|train|training|deterministic|mode|num|n|return|use|is|with|enable|output)(_|$)"
@@ -317,19 +304,23 @@ class _Reader:
             return
         if resolved.startswith(("jax.", "equinox.", "flax.", "optax.", "haiku.", "chex.", "einops.", "jaxlint.")):
             if _jaxapi.is_array_op(resolved):
-                positions = _SHAPE_POSITIONS.get(last, ())
+                positions = SHAPE_POSITIONS.get(last, ())
                 for index, arg in enumerate(a for a in call.args if a.keyword is None and not a.star):
                     if index in positions:
                         self._static(arg.value, f"a shape argument of `{last}`")
-                    elif index == 0 or last not in _SHAPE_POSITIONS:
+                    elif index == 0 or last not in SHAPE_POSITIONS:
                         self._array_use(arg.value)
                 for arg in call.args:
-                    if arg.keyword is not None and arg.keyword.value in _SHAPE_KEYWORDS:
+                    if arg.keyword is not None and arg.keyword.value in SHAPE_KEYWORDS:
                         self._static(arg.value, f"`{arg.keyword.value}=` of `{last}`")
             return
         project = self.ctx.project
         if project is not None and project.builds_linen(resolved, self.ctx.module_name):
             self._linen_module(call)
+            return
+        traced = project.traceable(resolved, self.ctx.module_name) if project is not None else None
+        if traced is not None:
+            self._imported_call(call, *traced)
             return
         if resolved.startswith(("numpy.", "math.")):
             for arg in call.args:
@@ -406,6 +397,21 @@ class _Reader:
             name = arg.keyword.value if arg.keyword is not None else (positional[index] if index < len(positional) else None)
             if name in inner.statics:
                 self._static(arg.value, f"a static parameter of `{callee.name}`")
+            else:
+                self._array_use(arg.value)
+
+    def _imported_call(self, call: cst.Call, params: tuple[str, ...], statics: frozenset[str]) -> None:
+        """A project function of another module that traces as it is (`Project.traceable`):
+        what this call passes to its static parameters must be a Python value here."""
+        name = _text(call.func)
+        for index, arg in enumerate(call.args):
+            if arg.star:
+                if statics:
+                    self.result.undeterminable = f"`*` arguments to `{name}`"
+                continue
+            param = arg.keyword.value if arg.keyword is not None else (params[index] if index < len(params) else None)
+            if param in statics:
+                self._static(arg.value, f"a static parameter of `{name}`")
             else:
                 self._array_use(arg.value)
 

@@ -7,7 +7,9 @@ whose length follows the loop index (`f(ids[:, :i])`), or an array the jitted st
 returns longer and the loop feeds back (`x, key = step(x, key)` where `step` returns
 `jnp.concatenate([x, token])`). The jitted function may also be reached through a function of
 the file that hands the array on unchanged (`self.fit(X, y)` where `fit` calls the jitted
-`normalize(X, y)`).
+`normalize(X, y)`), or be a method of an object built from jitted callables alone (`model =
+compiled(pair)` where `compiled` returns `type(pair)(jax.jit(pair.init), jax.jit(pair.apply))`,
+in the file or in another module of the project).
 
 ## Why is this bad?
 

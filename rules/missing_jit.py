@@ -30,7 +30,10 @@ outer objects (an optax optimizer's `update(grads, state)` is a pure function, a
 project function returning one, is a dataclass without arrays that jit takes with those
 options static), Python control flow on array values, `while` loops, loops or comprehensions
 over data (`[jnp.max(d[i]) for i in range(len(d))]` unrolls per item and retraces per
-length), `try`, or calls into code jaxlint cannot see. A helper of one or two operations (a
+length), `try`, or calls into code jaxlint cannot see (a function of another module of the
+project is seen into through its summary: it traces when its body, and every project
+function it calls or hands on, would; what the step passes to its static parameters, a
+`range` count or a scan's length, must be a Python value). A helper of one or two operations (a
 batch drawn with `randint` and a slice) in an iteration that also runs a jitted step is
 trivial next to it (not when that compiled work is its own: a `lax.scan` over a closure
 made on every call is traced and compiled again on every call): silent. Loops in tests (test files, test functions) are not hot paths,

@@ -294,14 +294,16 @@ def test_star_and_alias_cycles_end(tmp_path: Path, run_cli) -> None:
         # The helper no longer compiles `apply`: the pair it returns holds an eager function, and
         # the growing histories handed to it compile nothing.
         ("pair_elsewhere", "compile.py", ("jax.jit(pair.apply))", "pair.apply)"), {17, 25}),
+        # The flow prints now: the step that calls it would not trace.
+        ("traceable_elsewhere", "layers.py", ("    return euler(", "    print(dt)\n    return euler("), {18}),
     ],
 )
 def test_cached_findings_follow_what_other_modules_build(
     case: str, module: str, edit: tuple[str, str], gone: set[int], tmp_path: Path, run_cli
 ) -> None:
     """A file's cached findings are stale when another module's Module classes, model builders,
-    Flax Linen modules, data generators, what its functions hand to a jitted callable or the
-    compiled pairs its helpers return change: the unchanged loop file is linted again and loses its finding."""
+    Flax Linen modules, data generators, what its functions hand to a jitted callable, the
+    compiled pairs its helpers return or whether its functions trace change: the unchanged loop file is linted again and loses its finding."""
     import shutil
 
     shutil.copytree(PROJECTS / case / "trainer", tmp_path / "trainer")
