@@ -148,6 +148,7 @@ class Project:
     _methods: dict[str, dict[str, str]] = field(default_factory=dict)  # class -> its methods -> jit API ("": not jitted)
     _class_jit: dict[str, dict[str, str]] = field(default_factory=dict)  # `_jitted_methods`, as asked
     _passes: dict[str, dict[int, set[str]]] = field(default_factory=dict)  # function -> index -> kinds passed
+    _homes: dict[str, Mapping[str, str]] = field(default_factory=dict)  # module -> top name -> module (`_Layout`)
     digest: str = ""
     library: _jaxapi.Library = field(default_factory=_jaxapi.base_library)  # with `extend-*` names
 
@@ -159,13 +160,17 @@ class Project:
         imported_jit: bool = True,
         library: _jaxapi.Library | None = None,
         spellings: Mapping[str, tuple[str, ...]] | None = None,
+        homes: Mapping[str, Mapping[str, str]] | None = None,
     ) -> Project:
         """`imported_jit`: also use what other modules jit, directly, through re-exports
         (`__init__.py`, `from x import *`) or as made by their factories (what every run
         does; False leaves only which functions other modules call from traced code).
         `spellings`: display path -> the other names its module can be imported by
-        (`_spellings`); a name more than one module could be imported by is not used."""
+        (`_spellings`); a name more than one module could be imported by is not used.
+        `homes`: module name -> the top-level names it imports from a root folder of its own
+        (`_Layout`), for the names its file asks about."""
         project = cls(library=library or _jaxapi.base_library())
+        project._homes = dict(homes or {})
         facts = list(facts)
         for display, module in facts:
             project.modules[display] = module.module
@@ -580,9 +585,16 @@ class Project:
     def _absolute(self, name: str, module: str | None) -> str:
         """`name` as `module` imports it, made absolute (from the package itself in a
         package's `__init__.py`)."""
+        remap = self._homes.get(module) if module is not None else None
         if module is not None and module in self._packages:
             module = f"{module}.__init__"
-        return absolute_name(name, module)
+        name = absolute_name(name, module)
+        if remap:
+            top, dot, rest = name.partition(".")
+            placed = remap.get(top)
+            if placed is not None:
+                return f"{placed}{dot}{rest}"
+        return name
 
     def forwarded(self, name: str, module: str | None = None) -> tuple[tuple[int, str, str], ...]:
         """The positional parameters that the project function `name` (as imported into
@@ -1404,31 +1416,76 @@ def project_for(
     holds on disk (standard input, an editor's buffer): summarized, never stored.
     `library`: the library table with the user's `extend-*` names (default: as shipped)."""
     library = library or _jaxapi.base_library()
-    spellings: dict[str, tuple[str, ...]] = {}
+    files, unsaved = list(files), list(unsaved)
+    layout = _Layout.of((display, path) for display, path, _ in [*files, *unsaved])
     with _jaxapi.using(library):
-        facts = _module_facts(files, store, library, spellings) + _module_facts(unsaved, None, library, spellings)
-    return Project.from_facts(facts, library=library, spellings=spellings)
+        facts = _module_facts(files, store, library, layout) + _module_facts(unsaved, None, library, layout)
+    return Project.from_facts(facts, library=library, spellings=layout.spellings, homes=layout.homes)
 
 
 def _absolute_path(path: Path) -> Path:
     return path if path.is_absolute() else path.resolve()
 
 
+@dataclass
+class _Layout:
+    """Where each file of a run is imported from: its module name, the other names it can be
+    imported by (`_spellings`), and which module a top-level name defined under more than one
+    root folder is, as each file imports it.
+
+    Two scripts' folders each with a `utils.py` (`examples/mnist/utils.py`,
+    `examples/rl/utils.py`) are both `utils` to Python, each to the scripts beside it: the
+    first folder on `sys.path` wins, and a script's own folder is first. Their modules are
+    named apart (`examples/mnist/utils`), and `utils` in a file under one of those folders
+    is that folder's; elsewhere it is no module of the project (which one Python finds
+    depends on how the program is run)."""
+
+    names: dict[str, str] = field(default_factory=dict)  # display path -> module name
+    spellings: dict[str, tuple[str, ...]] = field(default_factory=dict)  # display path -> other names
+    remaps: dict[str, dict[str, str]] = field(default_factory=dict)  # display path -> top name -> module name
+    homes: dict[str, dict[str, str]] = field(default_factory=dict)  # module name -> its `remaps`
+
+    @classmethod
+    def of(cls, displays: Iterable[tuple[str, Path]]) -> _Layout:
+        layout = cls()
+        placed: dict[str, tuple[str, Path]] = {}  # display -> (module name as Python has it, root folder)
+        roots: dict[str, dict[Path, str]] = {}  # top-level name -> root folder -> root's tag
+        for display, path in displays:
+            if path.suffix not in (".py", ".ipynb"):
+                continue
+            module, root = _module_parts(_absolute_path(path))
+            placed[display] = (module, root)
+            layout.spellings[display] = _spellings(module, root)
+            if path.suffix == ".py":  # a notebook is imported by nobody
+                depth = module.count(".") + 1 + (path.stem == "__init__")
+                tag = "/".join(Path(display).parts[:-depth]).replace(".", "_") or "_"
+                roots.setdefault(module.partition(".")[0], {})[root] = tag
+        shared = {top: tags for top, tags in roots.items() if len(tags) > 1}
+        for display, (module, root) in placed.items():
+            tags = shared.get(module.partition(".")[0])
+            name = f"{tags[root]}/{module}" if tags is not None and root in tags else module
+            layout.names[display] = name
+            remap = {top: f"{tags[root]}/{top}" if root in tags else f"?/{top}" for top, tags in shared.items()}
+            if remap:
+                layout.remaps[display] = remap
+                layout.homes[name] = remap
+        return layout
+
+
 def _module_facts(
     files: Iterable[tuple[str, Path, bytes]],
     store: MutableMapping[str, Any] | None,
     library: _jaxapi.Library,
-    spellings: dict[str, tuple[str, ...]],
+    layout: _Layout,
 ) -> list[tuple[str, ModuleFacts]]:
-    """Each file's facts, from `store` where its bytes are known; `spellings` gets the other
-    names each can be imported by (`_spellings`)."""
+    """Each file's facts, from `store` where its bytes are known, with the names it imports
+    as `layout` places them."""
     facts = []
     for display, path, data in files:
         notebook = path.suffix == ".ipynb"
         if path.suffix != ".py" and not notebook:
             continue
-        module, top = _module_parts(_absolute_path(path))
-        spellings[display] = _spellings(module, top)
+        module = layout.names[display]
         # surrogateescape: a file name that is not UTF-8 keeps its bytes in the module name.
         named = f"{module}\0{path.stem == '__init__'}\0{library.digest}".encode("utf-8", "surrogateescape")
         key = "facts:" + hashlib.sha256(named + b"\0" + data).hexdigest()
@@ -1444,8 +1501,40 @@ def _module_facts(
                 known = replace(known, looped=())  # a test's loops check, they do not run steps
             if store is not None:
                 store[key] = _stored(known)
-        facts.append((display, known))
+        remap = layout.remaps.get(display)
+        facts.append((display, _rehomed(known, remap) if remap else known))
     return facts
+
+
+def _rehomed(facts: ModuleFacts, remap: dict[str, str]) -> ModuleFacts:
+    """`facts` with every name it imports or calls placed by `remap` (`_Layout`): `utils.f`
+    as `examples/mnist/utils.f`. Its own names keep its module's name."""
+
+    def home(name: str) -> str:
+        top, dot, rest = name.partition(".")
+        placed = remap.get(top)
+        return f"{placed}{dot}{rest}" if placed is not None else name
+
+    def homes(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+        return tuple((own, home(name)) for own, name in pairs)
+
+    def home_built(built: str) -> str:
+        return ",".join(part if part.startswith("=") or not part else home(part) for part in built.split(","))
+
+    return replace(
+        facts,
+        traced_calls=frozenset(map(home, facts.traced_calls)),
+        eager_calls=frozenset(map(home, facts.eager_calls)),
+        imports=frozenset(map(home, facts.imports)),
+        aliases=homes(facts.aliases),
+        stars=tuple(map(home, facts.stars)),
+        assigned=homes(facts.assigned),
+        classes=homes(facts.classes),
+        builds=tuple((own, home_built(built)) for own, built in facts.builds),
+        forwards=tuple((own, f"{index}:{home(callee)}") for own, (index, _, callee) in ((o, p.partition(":")) for o, p in facts.forwards)),
+        looped=tuple((home(callee), line) for callee, line in facts.looped),
+        passes=tuple((home(callee), passed) for callee, passed in facts.passes),
+    )
 
 
 def _test_path(display: str, path: Path) -> bool:
