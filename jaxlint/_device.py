@@ -446,6 +446,15 @@ class DeviceIndex:
         apis = [self._class_jit(cls, func.attr.value, at, call, 0) for cls, at in made]
         return apis[0] if all(apis) else None
 
+    def made_from(
+        self, holder: cst.BaseExpression, path: tuple[cst.CSTNode, ...]
+    ) -> list[tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]]] | None:
+        """What each binding of `holder` (a name, or `self.attr` set by the class's methods)
+        calls to make it, with where to read that callee (`env = gym.make(name)`: `gym.make`);
+        None when one binding is not a call. `path`: the ancestors of the expression reading
+        `holder`."""
+        return self._instances(holder, path)
+
     def _instances(
         self, holder: cst.BaseExpression, path: tuple[cst.CSTNode, ...]
     ) -> list[tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]]] | None:

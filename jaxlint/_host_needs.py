@@ -6,7 +6,8 @@ static argument of a JAX op (a shape), `range(...)`, an assertion, a test that d
 runs next (also through the names the loop computes from it: `dx = float(d)`, `total += dx`,
 `if total > tol:`), a value the next iteration starts from, a list of sizes then used as
 shapes, or an argument of a host library that computes with it at once (`library.toml`'s
-`host-consumers`: sklearn, scipy, mujoco, PIL...).
+`host-consumers`: sklearn, scipy, mujoco, PIL...), also of a method of an object such a
+library made (`env = gym.make(name)`, then `env.step(action)`).
 Rules that weigh a host copy (host-copy-in-loop) ask here rather than guessing.
 """
 
@@ -180,7 +181,26 @@ def feeds_host_library(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode]
     (`sklearn.datasets.make_moons`, `PIL.Image.fromarray`: `library.toml`'s host-consumers)."""
     index = next((i for i, n in enumerate(path) if n is call), len(path))
     name = ctx.resolve(call.func, path[:index], anchor=call)
-    return name is not None and is_host_consumer(name)
+    if name is not None:
+        return is_host_consumer(name)
+    return _host_object_method(ctx, call, tuple(path[:index]))
+
+
+def _host_object_method(ctx: FileContext, call: cst.Call, at: tuple[cst.CSTNode, ...]) -> bool:
+    """`env.step(action)` where every binding of `env` calls a host library (`env =
+    gym.make(name)`, `self.env = gym.vector.SyncVectorEnv(...)`): a method of an object a
+    host library made computes on the host with what it is given."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    made = ctx.device.made_from(func.value, at)
+    if not made:
+        return False
+    for maker, where in made:
+        name = ctx.resolve(maker, list(where), anchor=maker)
+        if name is None or not is_host_consumer(name):
+            return False
+    return True
 
 
 _GROWING_METHODS = frozenset({"append", "extend", "add", "update", "insert", "appendleft"})

@@ -7,7 +7,11 @@ the device: `np.array(x)`, `np.asarray(x)`, `x.item()`, `float(x)`, `int(x)`, `x
 array first), where `x` was just computed on the device (by a jitted function, a `jnp` op, a
 `model.apply`, or by indexing such a result). NumPy functions that read only metadata or
 build from a shape (`np.prod(x.shape)`, `np.dtype`, `np.zeros(n)`, `np.zeros_like`) and
-`np.random.*` are not copies.
+`np.random.*` are not copies. A print or f-string of `x`, or of a copy made only to be shown
+(`f"{x.tolist()}"`, `print(float(x))`), counts only in a loop that runs compiled or model code
+on each iteration (a jitted step, `model.apply`, a function of the file returning device
+values): one that only indexes an array made before it, or runs a few eager ops, has no
+compiled work for the print to hold up.
 
 ## Why is this bad?
 
@@ -64,12 +68,15 @@ that can `continue`, `break` or `return`: a sum tested only on some iterations c
 the device until then),
 for a value a host library computes with at once (`make_moons(random_state=int(seed))`, a
 simulator state stored into the object `mujoco.mj_forward` is given, an image for
-`PIL.Image.fromarray`: `library.toml`'s `host-consumers`),
+`PIL.Image.fromarray`: `library.toml`'s `host-consumers`, and the methods of an object one
+made: `env = gym.make(name)`, then `env.step(action)`),
 in a loop that waits for the device on every iteration anyway because it needs one fresh
 value at once (an index `log_probs[int(action)]`, `env.step(int(action))` whose result the
 next iteration uses, an `if` on a device value, `eqx.filter_jit` calls, a host library given
 this iteration's device results or what a call made of them: `frame = env.render(state)`
-then `Image.fromarray(frame)`): the other copies beside that wait cost a copy, not a stall;
+then `Image.fromarray(frame)`, a `gym` environment stepped with the action the policy just
+computed, `env.step(jnp.clip(act(params, obs), -1, 1))`): the other copies beside that wait
+cost a copy, not a stall;
 once per iteration of a loop that runs an inner loop of device work, in its body or in a
 function of the file it calls (a training run or an evaluation over a data set per round:
 `ctx.device.runs_work_loop`; not a loop over a model's layers, nor a jitted function's
@@ -199,7 +206,8 @@ class HostCopyInLoop(Rule):
         for value in values:
             if isinstance(value, cst.FormattedString):
                 continue  # its expressions are checked as f-strings
-            loop = self._repeating_loop(node, value, display=display)
+            # `print(f"{loss.item():.4f}")` shows the value as `print(loss)` would: judged as a display
+            loop = self._repeating_loop(node, value, display=display or _shown(self.ctx.ancestors, node))
             if loop is not None:
                 self._report(node, copy, value, loop)
                 return
@@ -816,6 +824,20 @@ def _blocks(ctx, call: cst.Call, path: list[cst.CSTNode]) -> bool:  # type: igno
     if isinstance(func, cst.Attribute) and func.attr.value == "block_until_ready":
         return ctx.resolve(func, path, anchor=call) in (None, "jax.block_until_ready")
     return ctx.resolve(func, path, anchor=call) == "jax.block_until_ready"
+
+
+def _shown(ancestors: list[cst.CSTNode], node: cst.Call) -> bool:
+    """`f"{loss.item():.4f}"`, `print(x.tolist())`: a copy made only to be shown, formatted in
+    an f-string or printed, as the device value itself would be."""
+    if not ancestors:
+        return False
+    parent = ancestors[-1]
+    if isinstance(parent, cst.FormattedStringExpression):
+        return parent.expression is node
+    if isinstance(parent, cst.Arg) and len(ancestors) > 1 and parent.value is node and parent.keyword is None:
+        call = ancestors[-2]
+        return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "print"
+    return False
 
 
 def _discarded(ancestors: list[cst.CSTNode], node: cst.Call) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from jaxlint._host_needs import carried, decided_on, needed_now
+from jaxlint._host_needs import carried, decided_on, feeds_host_library, needed_now
 from test_frequency_size import first_node
 
 _PRELUDE = "import jax\nimport jax.numpy as jnp\nimport numpy as np\nfrom sklearn.datasets import make_moons\n\n"
@@ -83,3 +83,31 @@ def test_decided_on(body: str, decided: bool) -> None:
 def test_carried(body: str, carries: bool) -> None:
     loop, statement = _loop_and_statement(body)
     assert carried(loop, statement, {"tok"}) is carries
+
+
+def _feeds(source: str) -> bool:
+    """`feeds_host_library` on the first call of `source` whose callee is spelled `*.step`."""
+    ctx, call, ancestors = first_node(
+        "import gym\n\n" + source,
+        lambda n: isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "step",
+    )
+    return feeds_host_library(ctx, call, [*ancestors, call])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("source", "feeds"),
+    [
+        ("env = gym.make('CartPole-v1')\nenv.step(action)\n", True),  # a method of what gym made
+        ("def run(name, action):\n    env = gym.wrappers.TimeLimit(gym.make(name), 10)\n    env.step(action)\n", True),
+        (
+            "class Runner:\n    def __init__(self):\n        self.env = gym.make('x')\n\n"
+            "    def run(self, action):\n        self.env.step(action)\n",
+            True,
+        ),
+        ("class Sim:\n    def step(self, a):\n        return a\n\nenv = Sim()\nenv.step(action)\n", False),  # the file's own
+        ("def run(env, action):\n    env.step(action)\n", False),  # a parameter: unknown
+        ("env = gym.make('x') if fast else Sim()\nenv.step(action)\n", False),  # not a call on every path
+    ],
+)
+def test_methods_of_host_objects(source: str, feeds: bool) -> None:
+    assert _feeds(source) is feeds
