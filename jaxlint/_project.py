@@ -131,6 +131,7 @@ class Project:
     _traceables: dict[str, Traceable] = field(default_factory=dict)  # absolute name -> `_traceable`'s answer
     _traced_joined: dict[str, tuple[tuple[str, ...], frozenset[str]] | None] = field(default_factory=dict)
     _names: frozenset[str] | None = None  # the project's module names
+    _heads: frozenset[str] | None = None  # their first parts
     _traced: set[str] = field(default_factory=set)
     _eager: set[str] = field(default_factory=set)
     _calls_jitted: set[str] = field(default_factory=set)  # display paths
@@ -538,7 +539,7 @@ class Project:
         package = module.rpartition(".")[0]
         head = name.partition(".")[0]
         names = self._module_names()
-        if any(m == head or m.startswith(head + ".") for m in names) or f"{package}.{head}" not in names:
+        if f"{package}.{head}" not in names or head in self._module_heads():
             return target
         return self.canonical(f"{package}.{name}")
 
@@ -546,6 +547,12 @@ class Project:
         if self._names is None:
             self._names = frozenset(self.modules.values())
         return self._names
+
+    def _module_heads(self) -> frozenset[str]:
+        """The first part of every module name: the top-level names the project defines."""
+        if self._heads is None:
+            self._heads = frozenset(name.partition(".")[0] for name in self._module_names())
+        return self._heads
 
     def _joined(self, name: str, depth: int = 0) -> tuple[tuple[str, ...], frozenset[str]] | None:
         if name in self._traced_joined:
