@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from ._device import HOST_ATTRIBUTES
 from ._jaxapi import is_array_op, is_host_consumer
 from ._nodes import free_names, iter_subtree, reads_name, root_name
 from ._scope import target_names
@@ -281,8 +282,9 @@ def decided_on(loop: cst.CSTNode, names: set[str], statement: cst.CSTNode | None
 def tested_every_round(loop: cst.CSTNode, value: cst.BaseExpression) -> bool:
     """Whether the loop's `while` test reads the object `value` is read from (`while not
     converged(stats):` for `float(stats.mean)`): the test makes a Python bool of it on every
-    round, so the loop waits for that value anyway and a copy of it adds no wait. Its length,
-    shape, rank, dtype or size are known without waiting and do not count."""
+    round, so the loop waits for that value anyway and a copy of it adds no wait. Its length
+    and its host metadata (`HOST_ATTRIBUTES`: shape, dtype, ...) are known without waiting and
+    do not count."""
     root = root_name(value)
     if root is None or not isinstance(loop, cst.While):
         return False
@@ -292,16 +294,13 @@ def tested_every_round(loop: cst.CSTNode, value: cst.BaseExpression) -> bool:
             hidden.update(id(n) for arg in node.args for n in iter_subtree(arg.value, into_scopes=False))
         elif isinstance(node, cst.Attribute):
             hidden.add(id(node.attr))  # `other.stats` is not `stats`
-            if node.attr.value in _KNOWN_WITHOUT_WAITING:
+            if node.attr.value in HOST_ATTRIBUTES:
                 hidden.update(id(n) for n in iter_subtree(node.value, into_scopes=False))
     return any(
         isinstance(node, cst.Name) and node.value == root and id(node) not in hidden
         for node in iter_subtree(loop.test, into_scopes=False)
     )
 
-
-# Attributes of an array known on the host without waiting for its values.
-_KNOWN_WITHOUT_WAITING = frozenset({"shape", "ndim", "dtype", "size"})
 
 
 def carried(loop: cst.CSTNode, statement: cst.CSTNode, names: set[str]) -> bool:

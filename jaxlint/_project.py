@@ -596,12 +596,7 @@ class Project:
         if module is not None and module in self._packages:
             module = f"{module}.__init__"
         name = absolute_name(name, module)
-        if remap:
-            top, dot, rest = name.partition(".")
-            placed = remap.get(top)
-            if placed is not None:
-                return f"{placed}{dot}{rest}"
-        return name
+        return _placed(name, remap) if remap else name
 
     def forwarded(self, name: str, module: str | None = None) -> tuple[tuple[int, str, str], ...]:
         """The positional parameters that the project function `name` (as imported into
@@ -1468,12 +1463,15 @@ class _Layout:
                 tag = "/".join(Path(display).parts[:-depth]).replace(".", "_") or "_"
                 roots.setdefault(module.partition(".")[0], {})[root] = tag
         shared = {top: tags for top, tags in roots.items() if len(tags) > 1}
+        by_root: dict[Path, dict[str, str]] = {}  # what each root folder's files import
         for display, (module, root) in placed.items():
             tags = shared.get(module.partition(".")[0])
             name = f"{tags[root]}/{module}" if tags is not None and root in tags else module
             layout.names[display] = name
-            remap = {top: f"{tags[root]}/{top}" if root in tags else f"?/{top}" for top, tags in shared.items()}
-            if remap:
+            if shared:
+                remap = by_root.get(root)
+                if remap is None:
+                    remap = by_root[root] = {top: f"{tags[root]}/{top}" if root in tags else f"?/{top}" for top, tags in shared.items()}
                 layout.remaps[display] = remap
                 layout.homes[name] = remap
         return layout
@@ -1518,12 +1516,14 @@ def _rehomed(facts: ModuleFacts, remap: dict[str, str]) -> ModuleFacts:
     as `examples/mnist/utils.f`. Its own names keep its module's name."""
 
     def home(name: str) -> str:
-        top, dot, rest = name.partition(".")
-        placed = remap.get(top)
-        return f"{placed}{dot}{rest}" if placed is not None else name
+        return _placed(name, remap)
 
     def homes(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
         return tuple((own, home(name)) for own, name in pairs)
+
+    def home_forward(passed: str) -> str:  # "index:callee"
+        index, _, callee = passed.partition(":")
+        return f"{index}:{home(callee)}"
 
     def home_built(built: str) -> str:
         return ",".join(part if part.startswith("=") or not part else home(part) for part in built.split(","))
@@ -1538,10 +1538,17 @@ def _rehomed(facts: ModuleFacts, remap: dict[str, str]) -> ModuleFacts:
         assigned=homes(facts.assigned),
         classes=homes(facts.classes),
         builds=tuple((own, home_built(built)) for own, built in facts.builds),
-        forwards=tuple((own, f"{index}:{home(callee)}") for own, (index, _, callee) in ((o, p.partition(":")) for o, p in facts.forwards)),
+        forwards=tuple((own, home_forward(passed)) for own, passed in facts.forwards),
         looped=tuple((home(callee), line) for callee, line in facts.looped),
         passes=tuple((home(callee), passed) for callee, passed in facts.passes),
     )
+
+
+def _placed(name: str, remap: Mapping[str, str]) -> str:
+    """The absolute name `name` with its top-level part placed by `remap` (`_Layout`)."""
+    top, dot, rest = name.partition(".")
+    placed = remap.get(top)
+    return f"{placed}{dot}{rest}" if placed is not None else name
 
 
 def _test_path(display: str, path: Path) -> bool:
