@@ -1,12 +1,13 @@
 """Lint the exported corpus with every rule and collect the findings as sites.
 
-    python ecosystem/lint.py [--rev REV] [--preview] [--split dev|test] [-j N] [--out FILE]
+    python ecosystem/lint.py [--rev REV] [--preview] [--alone] [--split dev|test] [-j N] [--out FILE]
 
 Without `--rev` it lints with the jaxlint of this checkout (its working tree); `--rev REV`
 installs that git revision of this repository into a scratch folder first, so two versions can
 be compared (`score.py --diff`). Results are kept per (jaxlint source, repository commit) under
 `$JAXLINT_ECOSYSTEM_CACHE/results/`, so scoring again after editing labels costs nothing;
-`--preview` lints with jaxlint's `--preview` (its results are kept apart). Each finding keeps the
+`--preview` lints with jaxlint's `--preview`, `--alone` lints each file knowing only itself, as
+if there were no project analysis (the results of both are kept apart). Each finding keeps the
 applicability of the fix jaxlint offers for it (`safe`, `unsafe`, `display-only`, `none`).
 
 A finding's site is (repo, path, line, code); in a notebook the path is `file.ipynb#CELL` and the
@@ -31,6 +32,7 @@ from _common import Repo, cache_dir, load_corpus, run_jaxlint  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_FOLDERS = ("jaxlint", "rules")
+ALONE = Path(__file__).resolve().parent / "_alone"  # its sitecustomize lints each file alone
 
 
 @dataclass(frozen=True)
@@ -59,9 +61,12 @@ class Linter:
     """A jaxlint to run: this checkout, or a revision installed into a scratch folder;
     `preview`: run with `--preview`."""
 
-    def __init__(self, rev: str | None = None, *, preview: bool = False, fixes: bool = False) -> None:
+    def __init__(
+        self, rev: str | None = None, *, preview: bool = False, fixes: bool = False, alone: bool = False
+    ) -> None:
         self.rev = rev
         self.preview = preview
+        self.alone = alone  # each file linted knowing only itself (`_alone/sitecustomize.py`)
         self.fixes = fixes  # lint again where the cached result predates fix applicabilities
         self._scratch: Path | None = None
         if rev is None:
@@ -93,7 +98,7 @@ class Linter:
             shutil.rmtree(self._scratch, ignore_errors=True)
 
     def lint(self, repo: Repo, jobs: int) -> LintRun:
-        variant = self.key[:16] + ("-preview" if self.preview else "")
+        variant = self.key[:16] + ("-preview" if self.preview else "") + ("-alone" if self.alone else "")
         stored = cache_dir() / "results" / variant / f"{repo.folder.name}@{repo.commit[:12]}.json"
         if stored.is_file():
             data = json.loads(stored.read_text())
@@ -101,7 +106,8 @@ class Linter:
                 return LintRun([Finding(**item) for item in data["findings"]], data["errors"])
         if not repo.folder.is_dir():
             raise LookupError(f"{repo.name} is not exported: run ecosystem/export.py first")
-        completed = run_jaxlint(repo.folder, jobs, self.pythonpath, preview=self.preview)
+        pythonpath = os.pathsep.join([self.pythonpath, str(ALONE)]) if self.alone else self.pythonpath
+        completed = run_jaxlint(repo.folder, jobs, pythonpath, preview=self.preview)
         run = LintRun([], [])
         for line in completed.stdout.splitlines():
             item = json.loads(line)
@@ -174,13 +180,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rev", help="a git revision of this repository (default: the working tree)")
     parser.add_argument("--preview", action="store_true", help="lint with jaxlint's --preview")
+    parser.add_argument("--alone", action="store_true", help="lint each file knowing only itself")
     parser.add_argument("--split", choices=("dev", "test"))
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path, help="write the findings here as JSON lines")
     args = parser.parse_args(argv)
     corpus = load_corpus()
     repos = [r for r in corpus.repos if not args.split or r.split == args.split]
-    linter = Linter(args.rev, preview=args.preview)
+    linter = Linter(args.rev, preview=args.preview, alone=args.alone)
     try:
         run = lint_corpus(linter, repos, args.jobs)
     finally:

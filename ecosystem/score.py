@@ -1,12 +1,14 @@
 """Precision and recall of every rule on the labelled corpus, per split, with 95% intervals.
 
-    python ecosystem/score.py [--split dev|test] [--rev REV] [--preview] [--fixes] [-v] [-j N]
+    python ecosystem/score.py [--split dev|test] [--rev REV] [--preview] [--alone] [--fixes] [-v] [-j N]
     python ecosystem/score.py --diff REV_A REV_B
     python ecosystem/score.py --min-precision 0.9 --min-recall 0.6 --min-recall JL007=0.5
 
 Lints the exported corpus (`export.py` first) with this checkout, or `--rev REV` of it, and
 matches its findings to `labels.tsv` (see README.md for how sites match); `--preview` lints with
-jaxlint's `--preview`, to measure what is in preview before it becomes the default. `-v` lists,
+jaxlint's `--preview`, to measure what is in preview before it becomes the default; `--alone`
+lints each file knowing only itself, to measure what the project analysis (what other modules
+define) adds: `--diff REV REV --alone-a` lists what it adds and removes. `-v` lists,
 for the dev split only, the findings nobody has judged and the true positives the rules miss:
 the test split is counted, never read case by case. The last column counts the true positives
 found whose fix `jaxlint fix` applies (safe, or unsafe with `--unsafe-fixes`); `--fixes` lints
@@ -207,19 +209,19 @@ def check_thresholds(scores: dict[str, RuleScore], args: argparse.Namespace) -> 
 
 def diff(args: argparse.Namespace, repos_by_split: dict[str, list]) -> int:
     rev_a, rev_b = args.diff
-    runs = {}
-    for rev in (rev_a, rev_b):
-        linter = Linter(None if rev == "WORKTREE" else rev, preview=args.preview)
+    runs = []
+    for rev, alone in ((rev_a, args.alone or args.alone_a), (rev_b, args.alone)):
+        linter = Linter(None if rev == "WORKTREE" else rev, preview=args.preview, alone=alone)
         try:
-            runs[rev] = {
+            runs.append({
                 split: lint_corpus(linter, repos, args.jobs, progress=False)
                 for split, repos in repos_by_split.items()
-            }
+            })
         finally:
             linter.close()
     for split in repos_by_split:
-        before = {f.site: f for f in runs[rev_a][split].findings}
-        after = {f.site: f for f in runs[rev_b][split].findings}
+        before = {f.site: f for f in runs[0][split].findings}
+        after = {f.site: f for f in runs[1][split].findings}
         gained = sorted(set(after) - set(before))
         lost = sorted(set(before) - set(after))
         counts = Counter(site[3] for site in gained)
@@ -233,7 +235,7 @@ def diff(args: argparse.Namespace, repos_by_split: dict[str, list]) -> int:
             for site in sites:
                 f = source[site]
                 print(f"  {sign} {f.repo} {f.path}:{f.line} {f.code} {f.message[:120]}")
-    errors = [e for run in runs.values() for r in run.values() for e in r.errors]
+    errors = [e for run in runs for r in run.values() for e in r.errors]
     for error in errors:
         print(error, file=sys.stderr)
     return 1 if errors else 0
@@ -247,6 +249,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="list findings gained and lost from REV_A to REV_B (WORKTREE: this checkout)")
     parser.add_argument("--preview", action="store_true",
                         help="lint with jaxlint's --preview (results cached apart from those without)")
+    parser.add_argument("--alone", action="store_true",
+                        help="lint each file knowing only itself, not its project (cached apart)")
+    parser.add_argument("--alone-a", action="store_true",
+                        help="with --diff: lint REV_A with --alone (what the project analysis changes)")
     parser.add_argument("--list-test", action="store_true",
                         help="with --diff: list the test split's findings too (then rotate those repos)")
     parser.add_argument("--fixes", action="store_true",
@@ -275,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: labels name repositories not in repos.toml: {', '.join(unknown)}", file=sys.stderr)
         return 2
 
-    linter = Linter(args.rev, preview=args.preview, fixes=args.fixes)
+    linter = Linter(args.rev, preview=args.preview, fixes=args.fixes, alone=args.alone)
     status = 0
     try:
         for split in splits:

@@ -143,6 +143,27 @@ def test_preview_is_passed_to_the_lint(monkeypatch, tmp_path: Path):
     assert ["--preview" in command for command in commands] == [False, True]
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_alone_lints_each_file_knowing_only_itself(tmp_path: Path, jobs: int):
+    """`score.py --alone` counts what the project analysis adds: a loop that copies what a
+    jitted step of another module returns is reported with the project, and not alone (also
+    in the worker processes of `-j 2`)."""
+    import lint
+
+    (tmp_path / "steps.py").write_text("import jax\n\n@jax.jit\ndef step(x):\n    return x * 2\n")
+    for index in range(16):  # enough files for the process pool (`_POOL_THRESHOLD`)
+        (tmp_path / f"train{index}.py").write_text(
+            "import jax\nfrom steps import step\n\nfor b in range(1000):\n    print(float(step(b)))\n"
+        )
+    found = {}
+    for alone in (False, True):
+        path = str(lint.ALONE) if alone else None
+        completed = _common.run_jaxlint(tmp_path, jobs, path)
+        assert completed.returncode == 0, completed.stderr
+        found[alone] = sorted(line for line in completed.stdout.splitlines() if '"JL005"' in line)
+    assert len(found[False]) == 16 and found[True] == []
+
+
 def test_loose_finder_over_reports_each_rule_pattern():
     source = '''
 import time
