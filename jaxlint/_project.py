@@ -150,6 +150,7 @@ class Project:
     _class_jit: dict[str, dict[str, str]] = field(default_factory=dict)  # `_jitted_methods`, as asked
     _passes: dict[str, dict[int, set[str]]] = field(default_factory=dict)  # function -> index -> kinds passed
     _homes: dict[str, Mapping[str, str]] = field(default_factory=dict)  # module -> top name -> module (`_Layout`)
+    _canonical: dict[str, str] | None = None  # `canonical`'s answers, kept once what it reads is complete
     digest: str = ""
     library: _jaxapi.Library = field(default_factory=_jaxapi.base_library)  # with `extend-*` names
 
@@ -215,6 +216,7 @@ class Project:
                     api = project._factories.get(project.canonical(target))
                     if api is not None:
                         project._jitted.setdefault(f"{module.module}.{name}", api)
+        project._canonical = {}  # what defines names and re-exports them is complete from here
         project._module_classes()
         canonical = project.canonical if imported_jit else (lambda name: name)
         for _, module in facts:
@@ -290,7 +292,7 @@ class Project:
                 methods = self._jitted_methods(target) if target in self._bases or target in self._methods else {}
                 known = answers[name] = (
                     f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''} {handed} {bases} {linen}"
-                    f" {sorted(methods.items())} {self._holders.get(target, '')} {self._joined(target) if target in self._traceables else ''}"
+                    f" {sorted(methods.items())} {self._holders.get(target, '')} {self._joined_text(target) if target in self._traceables else ''}"
                 )
             return known
 
@@ -320,7 +322,7 @@ class Project:
                     if self._traceables:  # what the name is as the module imports it: a sibling too
                         function = self._function_of(name, module.module)
                         if function in self._traceables:
-                            read.add(f"traceable {function} {self._joined(function)}")
+                            read.add(f"traceable {function} {self._joined_text(function)}")
                     if module.parsed:
                         continue  # the names it calls are all there; the engine asks of calls
                     modules, seen = [self.canonical(name)], set()
@@ -344,6 +346,15 @@ class Project:
         `pkg/__init__.py` has `from .steps import train_step`, is `pkg.steps.train_step`;
         `pkg.steps.train_step` too when `pkg/steps.py` has `from ._impl import *` and
         `_impl` defines it (and lists it in `__all__`, if it has one)."""
+        memo = self._canonical
+        if memo is not None:
+            known = memo.get(name)
+            if known is None:
+                known = memo[name] = self._follow(name)
+            return known
+        return self._follow(name)
+
+    def _follow(self, name: str) -> str:
         for _ in range(32):  # re-exports of re-exports; a cycle ends here
             if self._defines(name):
                 return name
@@ -553,6 +564,12 @@ class Project:
         if self._heads is None:
             self._heads = frozenset(name.partition(".")[0] for name in self._module_names())
         return self._heads
+
+    def _joined_text(self, name: str) -> str:
+        """`_joined`'s answer as the same text in every process (a frozenset's order is not:
+        it follows the string hash, seeded per process), for `_key_files`' digests."""
+        joined = self._joined(name)
+        return "?" if joined is None else f"{joined[0]} {sorted(joined[1])}"
 
     def _joined(self, name: str, depth: int = 0) -> tuple[tuple[str, ...], frozenset[str]] | None:
         if name in self._traced_joined:

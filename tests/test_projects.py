@@ -350,3 +350,35 @@ def test_a_named_file_cites_other_modules_as_check_dot_does(tmp_path: Path, run_
     whole = json.loads(run_cli("check", "--no-cache", "--exit-zero", "--output-format", "json", ".").stdout)
     assert named and all(str(tmp_path) not in f["message"] for f in named)
     assert [f["message"] for f in named] == [f["message"] for f in whole if f["path"] == "agents/policy.py"]
+
+
+_DIGESTS = """
+import json, sys
+from pathlib import Path
+from jaxlint._project import project_for
+
+digests = {}
+for case in sys.argv[1:]:
+    files = sorted(Path(case).rglob("*.py"))
+    project = project_for([(str(p.relative_to(case)), p, p.read_bytes()) for p in files])
+    digests[case] = [project.digest, sorted(project._digests.items())]
+print(json.dumps(digests))
+"""
+
+
+def test_cache_keys_are_the_same_in_every_process() -> None:
+    """What a file's cached findings are keyed on (`Project.digest_for`) is the same text in
+    every process: a set's order follows the string hash, which each process seeds anew, so a
+    digest of a set's repr made every warm `jaxlint check` re-lint the files that read it."""
+    import os
+    import subprocess
+    import sys
+
+    runs = []
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        completed = subprocess.run(
+            [sys.executable, "-c", _DIGESTS, *map(str, CASES)], capture_output=True, text=True, env=env, check=True
+        )
+        runs.append(json.loads(completed.stdout))
+    assert runs[0] == runs[1] == runs[2]
