@@ -22,8 +22,9 @@ costs <= 0.05x the cold run). It copies the files of one directory to a private 
 folder, lints them cold with a fresh cache (`lint_files(..., jobs=1, cache=...)`, facts and
 findings stored as `jaxlint check` stores them), edits one file (`--edit PATH`, relative to the
 directory; default: the module that the most other files import) and lints again with the
-cache read back from disk, reporting CPU and wall seconds, the ratio and how many files were
-linted again. It does so twice: once with a comment appended, once with a new jitted
+cache read back from disk, in a new Python process with its own string-hash seed as every
+`jaxlint check` is (timed inside it: start-up and imports are not counted), reporting CPU and
+wall seconds, the ratio and how many files were linted again. It does so twice: once with a comment appended, once with a new jitted
 top-level name appended (the edit changes what the module exports, so the files importing it,
 directly or through re-exports, are linted again).
 
@@ -42,10 +43,13 @@ import cProfile
 import gc
 import importlib.metadata
 import io
+import json
 import os
 import pstats
+import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -294,6 +298,24 @@ def _cached_run(files: Sequence[SourceFile], root: Path, preview: bool) -> tuple
     return cpu, wall, linted  # type: ignore[return-value]
 
 
+def _cached_run_elsewhere(root: Path, preview: bool) -> tuple[float, float, int]:
+    """`_cached_run` in a new Python process, as each `jaxlint check` is: its string hash is
+    seeded anew, so a cache key that depended on a set's order would miss here."""
+    script = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); import lint_speed; from pathlib import Path; "
+        "from jaxlint._config import load_settings; from jaxlint._discovery import discover; "
+        "root = Path(sys.argv[2]); files, _ = discover([str(root)], load_settings(None)); "
+        "print(json.dumps(lint_speed._cached_run(files, root, sys.argv[3] == '1')))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": str(random.randrange(1, 2**32))}
+    completed = subprocess.run(
+        [sys.executable, "-c", script, str(Path(__file__).resolve().parent), str(root), "1" if preview else "0"],
+        capture_output=True, text=True, env=env, check=True,
+    )  # fmt: skip
+    cpu, wall, linted = json.loads(completed.stdout.splitlines()[-1])
+    return cpu, wall, linted
+
+
 def _warm(paths: Sequence[str], edit: str | None) -> int:
     if len(paths) != 1 or not Path(paths[0]).is_dir():
         print("lint_speed: --warm takes one directory", file=sys.stderr)
@@ -321,7 +343,7 @@ def _warm(paths: Sequence[str], edit: str | None) -> int:
             original = edited.read_bytes()
             cold = _cached_run(files, root, preview)
             edited.write_bytes(original + line.encode())
-            warm = _cached_run(files, root, preview)
+            warm = _cached_run_elsewhere(root, preview)
             edited.write_bytes(original)
             rows.append((what, cold, warm))
         _table(
