@@ -488,7 +488,7 @@ def _fix_run(run: _Run, options: dict, only: set[type[Rule]] | None) -> int:  # 
             file_rules = [r for r in group.rules if r not in group.settings.ignored_for(file.path)]
             fix_only = [r for r in file_rules if only is None or r in only]
             outcome = fix_source(
-                file.display, data, file_rules, group.settings.rule_options, unsafe=unsafe_fixes, fix_rules=fix_only,
+                file.display, data, file_rules, group.settings.lint_options(), unsafe=unsafe_fixes, fix_rules=fix_only,
                 project=project,
             )  # fmt: skip
             if outcome.error:

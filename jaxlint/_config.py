@@ -35,7 +35,7 @@ from typing import Any
 
 from . import _jaxapi
 from ._registry import SelectionError, all_rules, expand, select_rules
-from ._rule import Rule
+from ._rule import PREVIEW_OPTION, Rule
 
 
 if sys.version_info >= (3, 11):
@@ -105,6 +105,13 @@ class Settings:
     preview: bool = False
     cache_dir: Path | None = None  # None: `.jaxlint_cache` in `root`
     library: _jaxapi.Library = field(default_factory=_jaxapi.base_library)  # with `extend-*`
+
+    def lint_options(self) -> dict[str, dict[str, Any]]:
+        """The options the rules run with: `rule_options`, and with `preview`, `preview =
+        true` in every rule's (`Rule.preview`: a rule reports what it keeps in preview)."""
+        if not self.preview:
+            return self.rule_options
+        return {r.SLUG: {**self.rule_options.get(r.SLUG, {}), PREVIEW_OPTION: True} for r in all_rules()}
 
     def rules(self) -> tuple[type[Rule], ...]:
         """The selected rules; preview rules only with `preview`."""

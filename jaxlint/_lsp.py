@@ -190,7 +190,7 @@ class JaxlintServer(LanguageServer):
         data = text.encode("utf-8")
         real = Path(os.path.realpath(path))
         project = self.project(settings, rules, real, data) if uri.startswith("file:") else None
-        analysis = analyze(str(real), data, file_rules, settings.rule_options, project, as_notebook=False)
+        analysis = analyze(str(real), data, file_rules, settings.lint_options(), project, as_notebook=False)
         lint = _Lint(text, analysis, settings, file_rules)
         self.lints[uri] = lint
         return lint
@@ -279,7 +279,7 @@ class JaxlintServer(LanguageServer):
         if not any(f.fix == "safe" for f in lint.analysis.result.findings):
             return None
         path = self.workspace.get_text_document(uri).path
-        outcome = fix_source(path, lint.text.encode("utf-8"), lint.rules, lint.settings.rule_options)
+        outcome = fix_source(path, lint.text.encode("utf-8"), lint.rules, lint.settings.lint_options())
         if outcome.error or not outcome.changed:
             return None
         return decode_source(outcome.fixed)[0]

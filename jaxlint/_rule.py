@@ -43,6 +43,7 @@ __all__ = [
     "Fix",
     "ImportSpec",
     "Option",
+    "PREVIEW_OPTION",
     "RawFinding",
     "Rule",
     "unused_name",
@@ -109,6 +110,10 @@ class RawFinding:
     evidence: tuple[str, ...] = ()  # the facts the finding relies on, one sentence each
 
 
+# The entry `Settings.lint_options` adds to every rule's options with `--preview`.
+PREVIEW_OPTION = "preview"
+
+
 @dataclass(frozen=True)
 class Option:
     """A rule option, set in `[tool.jaxlint.<slug>]`."""
@@ -167,6 +172,13 @@ class Rule:
             return  # after a `raise` or `return` in its block: it costs nothing
         statement = path[1] if len(path) > 1 and path[0] is self.ctx.module else None
         self.findings.append(RawFinding(type(self), node, message or self.MESSAGE, fix, statement, tuple(evidence)))
+
+    @property
+    def preview(self) -> bool:
+        """Whether the run asks for what is in preview (`--preview`, `preview = true`): a rule
+        reports the findings it keeps in preview (weaker evidence, measured before it becomes
+        the default) only then."""
+        return bool(self.options.get(PREVIEW_OPTION))
 
     @property
     def runtime_helpers(self) -> bool:

@@ -169,7 +169,7 @@ def settings_key(settings: Settings, rules: Sequence[type[Rule]]) -> str:
     return json.dumps(
         {
             "rules": [r.SLUG for r in rules],
-            "options": settings.rule_options,
+            "options": settings.lint_options(),
             "per_file_ignores": settings.per_file_ignores,
         },
         sort_keys=True,
@@ -393,11 +393,11 @@ def lint_files(
     if workers > 1 and len(pending) >= _POOL_THRESHOLD:
         # Largest files first, so the pool does not end waiting on one big file.
         order = sorted(pending, key=lambda item: -len(item[2]))
-        computed = _lint_in_pool(order, workers, settings.rule_options, progress)
+        computed = _lint_in_pool(order, workers, settings.lint_options(), progress)
     else:
         computed = []
         for item in pending:
-            computed.append((item, _lint_one(item[1], item[2], item[3], settings.rule_options)))
+            computed.append((item, _lint_one(item[1], item[2], item[3], settings.lint_options())))
             if progress is not None:
                 progress()
     for (index, _display, _data, _slugs, key), result in computed:
