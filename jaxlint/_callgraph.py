@@ -521,6 +521,18 @@ class CallGraph:
         seen.add(key)
         function = self._defs[key]
         first, count = self._direct_array_work(function)
+        for site, callee in self._eager_callees(function):
+            inner = self._array_work(callee.node, seen)
+            if inner is not None:
+                first = first or callee.name
+                count += inner[1] * _repetition(site.path, function.node)
+        result = (first, count) if first is not None else None
+        self._work[key] = result
+        return result
+
+    def _eager_callees(self, function: Function) -> Iterator[tuple[Site, Function]]:
+        """The calls of the body that run another function of the file by name, eagerly (not
+        a jitted one: its work is compiled already), with the function each runs."""
         jit = self.ctx.jit
         for site in function.body:
             func = site.call.func
@@ -531,24 +543,31 @@ class CallGraph:
                 continue
             if jit.callee(site.call, site.path) or self.ctx.function_info(callee.node, callee.path).jit:
                 continue  # compiled already
-            inner = self._array_work(callee.node, seen)
-            if inner is not None:
-                first = first or func.value
-                count += inner[1] * _repetition(site.path, function.node)
-        result = (first, count) if first is not None else None
-        self._work[key] = result
-        return result
+            yield site, callee
 
     def _direct_array_work(self, function: Function) -> tuple[str | None, int]:
         """The first array operation the body itself runs (spelled as in the source), and
         how many it dispatches (see `array_work`)."""
-        params = _parameter_names(function.node.params) | _parts_of(function.node, _parameter_names(function.node.params))
         first: str | None = None
         count = 0
+        for site, weight, _plain in self._weighed_sites(function):
+            func = site.call.func
+            first = first or (dotted_name(func.func if isinstance(func, cst.Call) else func) or "a call")
+            count += weight * _repetition(site.path, function.node)
+        if function.matmul:
+            first = first or "@"
+            count += 1
+        return first, count
+
+    def _weighed_sites(self, function: Function) -> Iterator[tuple[Site, int, bool]]:
+        """The calls of the body that dispatch array work, with what each counts (see
+        `array_work`) and whether it is a plain operation (`jnp.mean(x)`), not a model's
+        forward pass, a transform, an operation per leaf or a `lax` control-flow call
+        (`_jaxapi.TRACING`: eagerly it traces its body and compiles it again on every call)."""
+        params = _parameter_names(function.node.params) | _parts_of(function.node, _parameter_names(function.node.params))
         for site in function.body:
             call = site.call
             func = call.func
-            weight = 0
             if self._compiled_inline(site, function.node):
                 continue  # `jax.pmap(lambda x: ...)(x)`: compiled (again on every call: jit-in-loop's cost)
             resolved = self.ctx.resolve(func, site.path, anchor=call)
@@ -558,26 +577,44 @@ class CallGraph:
                     and resolved.rsplit(".", 1)[-1] not in _NOT_COMPUTE
                     and not resolved.startswith("jax.random.")  # sampling keys and weights: setup
                 ):
-                    weight = 1
+                    yield site, 1, resolved not in _jaxapi.TRACING
                 elif resolved in _TREE_MAPS and self._leafwise_arithmetic(call, site.path):
-                    weight = _PER_LEAF  # an operation per leaf of a model: an EMA, a scaled update
+                    yield site, _PER_LEAF, False  # an operation per leaf of a model: an EMA, a scaled update
             elif isinstance(func, cst.Call):
                 transform = self.ctx.resolve(func.func, site.path, anchor=call)
                 if transform in _jaxapi.TRANSFORMS and transform not in _jaxapi.JIT_WRAPPERS:
-                    weight = 2
-            elif isinstance(func, cst.Attribute) and func.attr.value == "apply" and call.args and self._uses_flax:
-                weight = 2
-            elif self._uses_equinox and _module_call(func, params):
-                weight = 2
-            elif self._uses_nnx and _module_call(func, params) and self._nnx_module(func, site.path):
-                weight = 2
-            if weight:
-                first = first or (dotted_name(func.func if isinstance(func, cst.Call) else func) or "a call")
-                count += weight * _repetition(site.path, function.node)
-        if function.matmul:
-            first = first or "@"
-            count += 1
-        return first, count
+                    yield site, 2, False
+            elif (
+                (isinstance(func, cst.Attribute) and func.attr.value == "apply" and call.args and self._uses_flax)
+                or (self._uses_equinox and _module_call(func, params))
+                or (self._uses_nnx and _module_call(func, params) and self._nnx_module(func, site.path))
+            ):
+                yield site, 2, False
+
+    def light_work(self, node: cst.FunctionDef, limit: int) -> bool:
+        """Whether what `node` dispatches when called eagerly is a few plain array operations:
+        at most `limit` as `array_work` counts them, every one a plain operation
+        (`_weighed_sites`), its own or in the functions of the file it calls. Eagerly such a
+        function costs a few dispatches per call, microseconds each."""
+        found = self.array_work(node)
+        return found is not None and found[1] <= limit and self._plain(node, set())
+
+    def _plain(self, node: cst.FunctionDef, seen: set[int]) -> bool:
+        if id(node) in seen:
+            return True
+        seen.add(id(node))
+        function = self._defs[id(node)]
+        if any(not plain for _site, _weight, plain in self._weighed_sites(function)):
+            return False
+        return all(self._plain(callee.node, seen) for _site, callee in self._eager_callees(function))
+
+    def traced_too(self, function: Function) -> bool:
+        """Whether some of `function`'s calls, or a use that hands it on, run under a trace
+        (in a jitted or transformed function, a `lax` loop's body...), though `mode` says its
+        body runs eagerly from elsewhere: a function the project also runs traced."""
+        if any(self.scope_mode(site.scope, site.path) is Mode.TRACED for site in function.sites):
+            return True
+        return any(self._escape(name, path) is Mode.TRACED for name, path in function.uses)
 
     def _nnx_module(self, func: cst.BaseExpression, path: Sequence[cst.CSTNode]) -> bool:
         """Whether the parameter `func` calls (or a part of it) holds a Flax NNX Module: what

@@ -204,6 +204,20 @@ def test_preview_rules_run_only_with_preview(tmp_path: Path, run_cli, monkeypatc
     assert "JL901" not in run_cli("check", "--no-preview", "a.py").stdout
 
 
+def test_findings_a_rule_keeps_in_preview_come_only_with_preview(tmp_path: Path, run_cli) -> None:
+    """A rule reads `--preview` (`Rule.preview`) for findings it keeps in preview, and the
+    cache tells a preview run apart: missing-jit's light helper that a jitted step also
+    traces."""
+    source = (Path(__file__).resolve().parent.parent / "fixtures" / "missing-jit" / "ok_light_and_traced_too.py").read_text()
+    write(tmp_path / "a.py", source)
+    assert "JL001" not in run_cli("check", "--select", "JL001", "a.py").stdout
+    loud = run_cli("check", "--preview", "--select", "JL001", "a.py").stdout
+    assert loud.count("JL001") == 2 and "cross_entropy" in loud and "features" in loud
+    assert "JL001" not in run_cli("check", "--select", "JL001", "a.py").stdout  # not the preview run's cache
+    write(tmp_path / "pyproject.toml", "[tool.jaxlint]\npreview = true\n")
+    assert run_cli("check", "--select", "JL001", "a.py").stdout.count("JL001") == 2
+
+
 # -- configuration ---------------------------------------------------------------------
 
 
