@@ -45,6 +45,7 @@ __all__ = [
     "HOST_METHODS",
     "HOST_BUILTINS",
     "AVERAGES",
+    "LIGHT_ARRAY_OPS",
     "ARGUMENT_MODULES",
     "PASS_THROUGH",
     "is_tree_util",
@@ -200,6 +201,8 @@ HOST_METHODS = _names("host-methods")
 HOST_BUILTINS = _names("host-builtins")
 # Means of a sequence of numbers (`np.mean(times)`): a figure per item.
 AVERAGES = _names("averages")
+# One pass over their inputs: reductions, stacking, elementwise arithmetic.
+LIGHT_ARRAY_OPS = _names("light-array-ops")
 # Library Modules whose array leaves are only those of the arguments they are built from.
 ARGUMENT_MODULES = _names("argument-modules")
 # Pytree plumbing that neither computes on the device values it is given nor waits for them.

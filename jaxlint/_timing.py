@@ -298,7 +298,23 @@ class TimingIndex:
         flow.feed_waits(Step(region.end_line, region.end_path))
         if region.carried and not self._waits_before_restart(region, flow.copy()):
             return []
-        return [work for work in flow.leaves() if not self._waited_every_pass(region, work, flow)]
+        leaves = [work for work in flow.leaves() if not self._waited_every_pass(region, work, flow)]
+        if flow.settled and all(self._light(work) for work in leaves):
+            return []
+        return leaves
+
+    def _light(self, work: Work) -> bool:
+        """Whether `work` is only array operations that make one pass over their inputs
+        (`library.toml`'s `light-array-ops`: `jnp.mean(jnp.array(losses))`, an `argmax`),
+        called eagerly. `pending` drops such work when the region waited for device work it
+        had started before (`DeviceFlow.settled`): the work it timed is done, and what is left
+        in flight takes microseconds on values the host has just waited for."""
+        path = (*work.step.path, work.step.node)
+        return all(
+            self.ctx.resolve(call.func, path, anchor=call) in _jaxapi.LIGHT_ARRAY_OPS
+            and self.ctx.jit.callee(call, path) is None
+            for call in work.calls
+        )
 
     def _waited_every_pass(self, region: TimedRegion, work: Work, flow: DeviceFlow) -> bool:
         """Whether `work` was started in a loop of the region that runs many times

@@ -87,9 +87,10 @@ class DeviceFlow:
     device: set[str] = field(default_factory=set)  # dotted names holding device values
     pending: list[Work] = field(default_factory=list)
     waits: int = 0  # how many steps waited for device work
+    settled: int = 0  # how many of those waits found device work started here still pending
 
     def copy(self) -> DeviceFlow:
-        return DeviceFlow(self.ctx, set(self.device), list(self.pending), self.waits)
+        return DeviceFlow(self.ctx, set(self.device), list(self.pending), self.waits, self.settled)
 
     def run(self, steps: Iterable[Step]) -> DeviceFlow:
         for step in steps:
@@ -164,6 +165,7 @@ class DeviceFlow:
         converts = step.converts or isinstance(small, cst.Assert)
         if waiting or formatted or (converts and (free or self._reads_device(small))):
             self.waits += 1
+            self.settled += bool(self.pending)
             self.pending.clear()
         # Where device values now live.
         if value is not None and targets:

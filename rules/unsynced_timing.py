@@ -42,7 +42,10 @@ for functions it does not know to dispatch device work, for code inside jitted f
 for `eqx.filter_jit` calls: since equinox 0.11.8 they block on their own result before
 returning, so their timing is (accidentally) correct. It also stays silent when the only
 unwaited work is set-up too small to matter (`jnp.zeros`, `jax.random.split`, an array of
-numbers written in the code), or a jitted function that computes nothing (a body of `pass`,
+numbers written in the code), or a light pass over finished values (`jnp.mean(jnp.array(losses))`
+after the region waited for the steps it timed), when the unwaited work was started in a loop
+of many passes that waits for the device on each (the loss of the previous step printed at
+the top of the next: only the last pass is in flight at the read), or a jitted function that computes nothing (a body of `pass`,
 or one returning its arguments as they came: a benchmark of the dispatch itself), and when the
 log line that reports the time says it measures a compile, a warm-up or a dispatch
 (`logging.info("compilation done in %.2f s", dt)`, "warmup time:", "submitted ... in"; not
