@@ -51,6 +51,7 @@ __all__ = [
     "iteration_count",
     "loop_runs",
     "never_runs",
+    "paced_by_clock",
     "runs_few_times",
     "streams",
 ]
@@ -696,6 +697,59 @@ def leaves_block(statement: cst.CSTNode) -> bool:
             ):
                 return True
     return False
+
+
+def paced_by_clock(ctx: FileContext, guard: cst.CSTNode, path: Sequence[cst.CSTNode]) -> bool:
+    """Whether `guard` (an `if` whose ancestors are `path`) runs its body at most once per
+    interval of wall time: its test compares a clock reading (`time.time() - last_log >
+    every`, or a name the scope binds to one, `now - last > 3`) and its body sets one of the
+    test's names to a clock reading again (`last_log = time.time()`). However fast the loop
+    around it goes, the body runs about once every few seconds: a thinning condition, as
+    `step % k == 0` is, whose count follows the clock instead of the steps. A test of a clock
+    against a start that is never set again (`if time.time() - start > warmup:`) holds on
+    every iteration once it holds, and is no such guard."""
+    if not isinstance(guard, cst.If) or "time" not in ctx.source:  # every clock is of `time` or `timeit`
+        return False
+    read = {n.value for n in iter_subtree(guard.test) if isinstance(n, cst.Name)}
+    resets = [
+        node
+        for node in iter_subtree(guard.body, into_scopes=False)
+        if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value in read for t in node.targets)
+    ]
+    if not resets:
+        return False
+    scope = next((n for n in reversed(path) if isinstance(n, (cst.FunctionDef, cst.Module))), ctx.module)
+    clocks = _clock_names(ctx, scope, list(path), guard.body)
+    if not (read & clocks or _reads_clock(ctx, guard.test, [*path, guard])):
+        return False
+    return any(_clock_value(ctx, node.value, list(path), clocks) for node in resets)
+
+
+def _clock_names(ctx: FileContext, scope: cst.CSTNode, path: list[cst.CSTNode], besides: cst.CSTNode) -> set[str]:
+    """Names `scope` (a function or the module, not the functions in it) binds to a clock
+    reading (`last = time.time()`, `now = time.perf_counter()`) outside `besides`."""
+    names: set[str] = set()
+    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    for node in iter_subtree(body, into_scopes=False, skip=besides):
+        if isinstance(node, cst.Assign) and _reads_clock(ctx, node.value, path):
+            names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+    return names
+
+
+def _clock_value(ctx: FileContext, value: cst.BaseExpression, path: list[cst.CSTNode], clocks: set[str]) -> bool:
+    """`time.time()`, or a name bound to a clock reading."""
+    if isinstance(value, cst.Name):
+        return value.value in clocks
+    return isinstance(value, cst.Call) and _reads_clock(ctx, value, path)
+
+
+def _reads_clock(ctx: FileContext, expr: cst.CSTNode, path: list[cst.CSTNode]) -> bool:
+    from ._timing import TIMERS
+
+    return any(
+        isinstance(node, cst.Call) and ctx.resolve(node.func, path, anchor=node) in TIMERS
+        for node in iter_subtree(expr, into_scopes=False)
+    )
 
 
 def off_by_default(ctx: FileContext, path: Sequence[cst.CSTNode]) -> str | None:

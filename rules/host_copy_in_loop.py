@@ -142,7 +142,7 @@ from __future__ import annotations
 import libcst as cst
 
 from jaxlint._callgraph import has_modulo, periodic
-from jaxlint._frequency import Often, loop_evidence, loop_runs, off_by_default
+from jaxlint._frequency import Often, loop_evidence, loop_runs, off_by_default, paced_by_clock
 from jaxlint._context import Loop
 from jaxlint._device import HostCopy
 from jaxlint._jaxapi import FILTER_JIT
@@ -240,16 +240,22 @@ class HostCopyInLoop(Rule):
         # around it (`_excused`), not for a loop under it (an eval loop run when it fires).
         for loop in reversed(loops):
             loop_path = path[: _index(path, loop)]
-            if loop_runs(ctx, loop, loop_path, calls=True).often is not Often.MANY:
+            often = loop_runs(ctx, loop, loop_path, calls=True).often
+            if often is not Often.MANY:
                 # A few times, or a number the code does not show, per iteration of a loop
-                # around it, if any.
+                # around it, if any. Under a test of the items of a loop whose length the code
+                # does not show (`for event in pygame.event.get(): if event.key == K_p:`), it
+                # runs for the items that pass, and how many do on each iteration of a loop
+                # around it nothing says: zero on most, for events.
+                if often is Often.UNKNOWN and _selects_items(path, loop):
+                    return None
                 continue
             if self._excused(node, loop, path) or tested_every_round(loop, value):
                 return None
             inner = loops[loops.index(loop) + 1 :]
             # Under such a guard only a loop that runs compiled or model code per iteration (an
             # eval loop over a test set) counts; one summarising finished results does not.
-            calls_only = display or _occasional(path, loops, loop)
+            calls_only = display or _occasional(ctx, path, loops, loop)
             if _fresh(ctx, value, value_path, loop, inner) and ctx.device.loop_dispatches(loop, loop_path, calls_only=calls_only):
                 if self._waits_anyway(loop, loop_path) or self._per_outer_iteration(loop, loop_path, path):
                     return None
@@ -400,9 +406,10 @@ class HostCopyInLoop(Rule):
     def _guarded(self, path: list[cst.CSTNode], loop: Loop) -> bool:
         """Whether the end of `path` runs only on some iterations of `loop`."""
         start = _index(path, loop)
-        for parent, child in zip(path[start + 1 :], path[start + 2 :]):
+        for index in range(start + 1, len(path) - 1):
+            parent, child = path[index], path[index + 1]
             if isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test:
-                if _sometimes(parent.test, loop):
+                if _sometimes(parent.test, loop) or paced_by_clock(self.ctx, parent, path[:index]):
                     return True
             if isinstance(parent, cst.ExceptHandler):
                 return True
@@ -419,7 +426,8 @@ class HostCopyInLoop(Rule):
             if isinstance(parent, (cst.IfExp, cst.CompIf)) and child is parent.test:
                 return True
             if isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test:
-                if _sometimes(parent.test, loop):
+                # `if step % 100 == 0:`, `if time.time() - last > 3:` (then `last = time.time()`)
+                if _sometimes(parent.test, loop) or paced_by_clock(self.ctx, parent, path[:index]):
                     return True
             if isinstance(parent, (cst.ExceptHandler, cst.Assert)):
                 return True
@@ -845,9 +853,10 @@ def _discarded(ancestors: list[cst.CSTNode], node: cst.Call) -> bool:
     return bool(ancestors) and isinstance(ancestors[-1], cst.Expr) and ancestors[-1].value is node
 
 
-def _occasional(path: list[cst.CSTNode], loops: list[Loop], loop: Loop) -> bool:
+def _occasional(ctx, path: list[cst.CSTNode], loops: list[Loop], loop: Loop) -> bool:  # type: ignore[no-untyped-def]
     """Whether `loop` runs only on some iterations of a loop around it: it sits under
-    `if step % eval_every == 0:` (or another guard that depends on the outer iteration), in
+    `if step % eval_every == 0:` (or another guard that depends on the outer iteration, or
+    one paced by the clock: `if time.time() - last > 60:` that sets `last` again), in
     this function or around its body (`if self.step % self.log_every == 0:` in a method
     called once per step)."""
     end = _index(path, loop)
@@ -856,9 +865,11 @@ def _occasional(path: list[cst.CSTNode], loops: list[Loop], loop: Loop) -> bool:
         return True
     for outer in loops[: loops.index(loop)]:
         start = _index(path, outer)
-        for parent, child in zip(path[start + 1 : end], path[start + 2 : end + 1]):
-            if isinstance(parent, cst.If) and child is not parent.test and _sometimes(parent.test, outer):
-                return True
+        for index in range(start + 1, end):
+            parent, child = path[index], path[index + 1]
+            if isinstance(parent, cst.If) and child is not parent.test:
+                if _sometimes(parent.test, outer) or paced_by_clock(ctx, parent, path[:index]):
+                    return True
     return False
 
 
@@ -924,6 +935,42 @@ def _only_items(expr: cst.BaseExpression, loop: Loop) -> bool:
     else:
         return False
     return bool(names) and names <= items
+
+
+def _selects_items(path: list[cst.CSTNode], loop: Loop) -> bool:
+    """Whether the end of `path` runs only for some items of `loop`: it sits (in `loop`'s
+    body) under an `if` whose test compares an item the loop iterates (`if event.type ==
+    KEYDOWN:`, `elif event.key in keys:`), or in the `else` of one, or after such an `if`
+    that skips the rest of the iteration (`if request.kind != "predict": continue`)."""
+    if isinstance(loop, cst.For):
+        items = set(target_names(loop.target))
+    elif isinstance(loop, _COMPREHENSIONS):
+        items = {n for f in comp_fors(loop) for n in target_names(f.target)}
+    else:
+        return False
+
+    def compares_items(test: cst.BaseExpression) -> bool:
+        return any(
+            isinstance(node, cst.Comparison) and free_names(node) & items
+            for node in iter_subtree(test, into_scopes=False)
+        )
+
+    start = _index(path, loop)
+    for parent, child in zip(path[start + 1 :], path[start + 2 :]):
+        if isinstance(parent, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return False
+        if isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test and compares_items(parent.test):
+            return True
+    block = getattr(loop, "body", None)
+    if isinstance(loop, cst.For) and isinstance(block, cst.IndentedBlock) and len(path) > start + 2 and path[start + 1] is block:
+        for statement in block.body:
+            if statement is path[start + 2]:
+                break
+            if isinstance(statement, cst.If) and compares_items(statement.test) and any(
+                isinstance(n, cst.Continue) for n in iter_subtree(statement.body, into_scopes=False)
+            ):
+                return True
+    return False
 
 
 def _tested_here(path: list[cst.CSTNode], loop: Loop) -> bool:

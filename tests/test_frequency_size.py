@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 
 from jaxlint._context import FileContext
-from jaxlint._frequency import Often, iteration_count, loop_runs, never_runs
+from jaxlint._frequency import Often, iteration_count, loop_runs, never_runs, paced_by_clock
 from jaxlint._size import leaf_count
 
 
@@ -211,3 +211,25 @@ def test_never_runs(source: str, never: bool) -> None:
 
     walk(module, [])
     assert never_runs(found[0]) is never
+
+
+@pytest.mark.parametrize(
+    ("source", "paced"),
+    [
+        # the body sets the time it compares again: once per interval however fast the loop
+        ("import time\nlast = time.time()\nfor b in data:\n    if time.time() - last > 3:\n        last = time.time()\n", True),
+        ("from time import perf_counter as clock\ndef f(data):\n    t = clock()\n    for b in data:\n"
+         "        now = clock()\n        if now - t >= 1:\n            t = now\n", True),
+        ("import time\nstamp = time.monotonic()\nwhile True:\n    if time.monotonic() > stamp + 30:\n"
+         "        stamp = time.monotonic()\n", True),
+        # a start never set again: after the warm-up the test holds on every iteration
+        ("import time\nstart = time.time()\nfor b in data:\n    if time.time() - start > 60:\n        g()\n", False),
+        # set again, but the test reads no clock
+        ("import time\nlast = 0\nfor b in data:\n    if b > last:\n        last = time.time()\n", False),
+        # a function of the file called `time` is no clock
+        ("def time():\n    return 0\nlast = time()\nfor b in data:\n    if time() - last > 3:\n        last = time()\n", False),
+    ],
+)
+def test_paced_by_clock(source: str, paced: bool) -> None:
+    ctx, guard, path = first_node(source, lambda node: isinstance(node, cst.If))
+    assert paced_by_clock(ctx, guard, path) is paced
