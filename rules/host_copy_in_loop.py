@@ -58,7 +58,12 @@ outputs[:] = jaxlint.runtime.to_host(outputs)
 
 The rule stays silent for copies after the loop, under a guard that depends on the
 iteration (`if step % 100 == 0:`; a loop under the guard that runs compiled or model code on
-each of its own iterations, an eval loop over a test set, is still judged), under a flag that is off unless somebody asks (`if verbose:` where `verbose=False` is the
+each of its own iterations, an eval loop over a test set, is still judged) or on the wall
+clock (`if time.time() - last > 5:` whose body sets `last = time.time()` again: it runs once
+every few seconds however fast the loop goes; not `if time.time() - start > warmup:`, which
+holds on every iteration once it holds), for items a test picks out of a loop whose length
+the code does not show (`for event in pygame.event.get(): if event.key == K_p:`: how many
+pass on each iteration of the loop around it, nothing says), under a flag that is off unless somebody asks (`if verbose:` where `verbose=False` is the
 parameter's default and no call in the file sets it, or a configuration field declared False),
 in a condition that decides what the loop does next
 (`if float(loss) < best:`, `while float(err) > tol:`, `if any(isnan(float(m)) for m in means):`),
