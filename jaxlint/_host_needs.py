@@ -13,6 +13,7 @@ Rules that weigh a host copy (host-copy-in-loop) ask here rather than guessing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -75,15 +76,18 @@ def needed_now(ctx: FileContext, node: cst.Call, path: list[cst.CSTNode] | None 
     loop = next(iter(reversed(ctx.loops(node, path[:-1]))), None)
     if loop is None or not isinstance(statement, cst.SimpleStatementLine):
         return False
+    # The loop's own ancestors, so that what it calls is read in its scope (`es.tell(...)`
+    # with `es = cma.CMAEvolutionStrategy(...)` bound in the function around it).
+    around = next((path[:i] for i, n in enumerate(path) if n is loop), [])
     for small in statement.body:
         if isinstance(small, cst.Assign) and any(n is small for n in path):
             names = {n for t in small.targets if isinstance(t.target, (cst.Name, cst.Tuple)) for n in target_names(t.target)}
-            if any(used_statically(ctx, loop, name, statement) for name in names):
+            if any(used_statically(ctx, loop, name, statement, around) for name in names):
                 return True
             # `sim.qpos = np.array(state.qpos)` then `mujoco.mj_forward(model, sim)`: the
             # host object it is stored into is handed to a host library in the loop
             holders = {root_name(t.target) for t in small.targets if isinstance(t.target, (cst.Attribute, cst.Subscript))}
-            if any(handed_to_host_library(ctx, loop, name) for name in holders - {None}):
+            if any(handed_to_host_library(ctx, loop, name, around) for name in holders - {None}):
                 return True
     return False
 
@@ -134,10 +138,13 @@ def array_op_call(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode]) -> 
     return name is not None and is_array_op(name)
 
 
-def used_statically(ctx: FileContext, loop: cst.CSTNode, name: str, assignment: cst.CSTNode) -> bool:
+def used_statically(
+    ctx: FileContext, loop: cst.CSTNode, name: str, assignment: cst.CSTNode, around: Sequence[cst.CSTNode] = ()
+) -> bool:
     """Whether the loop uses `name` where a Python value is needed: an index or slice,
-    `range(...)`, or an argument of a JAX op or jitted call (a shape, a static argument)."""
-    for node, path in walk_with_paths(loop, []):
+    `range(...)`, or an argument of a JAX op or jitted call (a shape, a static argument), or
+    of a host library (`feeds_host_library`). `around`: the loop's ancestors."""
+    for node, path in walk_with_paths(loop, list(around)):
         if node is assignment:
             continue
         if isinstance(node, cst.SubscriptElement) and reads_name(node, name):
@@ -157,9 +164,10 @@ def used_statically(ctx: FileContext, loop: cst.CSTNode, name: str, assignment: 
     return False
 
 
-def handed_to_host_library(ctx: FileContext, loop: cst.CSTNode, name: str) -> bool:
-    """Whether the loop passes `name` to a function of a host library (`feeds_host_library`)."""
-    for node, path in walk_with_paths(loop, []):
+def handed_to_host_library(ctx: FileContext, loop: cst.CSTNode, name: str, around: Sequence[cst.CSTNode] = ()) -> bool:
+    """Whether the loop passes `name` to a function of a host library (`feeds_host_library`).
+    `around`: the loop's ancestors."""
+    for node, path in walk_with_paths(loop, list(around)):
         if isinstance(node, cst.Call) and any(reads_name(a.value, name) for a in node.args):
             if feeds_host_library(ctx, node, [*path, node]):
                 return True

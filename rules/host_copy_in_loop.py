@@ -74,7 +74,8 @@ the device until then),
 for a value a host library computes with at once (`make_moons(random_state=int(seed))`, a
 simulator state stored into the object `mujoco.mj_forward` is given, an image for
 `PIL.Image.fromarray`: `library.toml`'s `host-consumers`, and the methods of an object one
-made: `env = gym.make(name)`, then `env.step(action)`),
+made: `env = gym.make(name)`, then `env.step(action)`; `es = cma.CMAEvolutionStrategy(...)`,
+then `es.tell(solutions, np.array(scores))`),
 in a loop that waits for the device on every iteration anyway because it needs one fresh
 value at once (an index `log_probs[int(action)]`, `env.step(int(action))` whose result the
 next iteration uses, an `if` on a device value, `eqx.filter_jit` calls, a host library given

@@ -34,6 +34,10 @@ def _needed(body: str) -> bool:
         ("for x in xs:\n    if float(loss) < best:\n        break\n", True),  # decides what runs next
         ("for x in xs:\n    k = n.item()\n    y = out[:k]\n", True),  # a name then used as a bound
         ("for seed in seeds:\n    data = make_moons(100, random_state=seed.item())\n", True),  # a host library
+        # a name then told to an object a host library made, in the function around the loop
+        ("import cma\ndef run(xs):\n    es = cma.CMAEvolutionStrategy([0.0], 0.5)\n    for x in xs:\n"
+         "        r = float(loss)\n        es.tell(x, r)\n", True),
+        ("def run(es, xs):\n    for x in xs:\n        r = float(loss)\n        es.tell(x, r)\n", False),  # a parameter
         ("for x in xs:\n    losses.append(loss.item())\n", False),  # only collected
         ("for x in xs:\n    total += float(loss)\n", False),
         ("for x in xs:\n    print(loss.item())\n", False),
