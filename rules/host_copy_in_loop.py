@@ -934,13 +934,18 @@ def _only_items(expr: cst.BaseExpression, loop: Loop) -> bool:
     in `for angle in angles`): waiting for it waits for a slice of an array made before the
     loop, not for the device work of the iteration."""
     names = free_names(expr)
+    items = _item_names(loop)
+    return bool(names) and items is not None and names <= items
+
+
+def _item_names(loop: Loop) -> set[str] | None:
+    """The names a `for` loop or comprehension binds to the items it iterates (None for a
+    `while` loop)."""
     if isinstance(loop, cst.For):
-        items = set(target_names(loop.target))
-    elif isinstance(loop, _COMPREHENSIONS):
-        items = {n for f in comp_fors(loop) for n in target_names(f.target)}
-    else:
-        return False
-    return bool(names) and names <= items
+        return set(target_names(loop.target))
+    if isinstance(loop, _COMPREHENSIONS):
+        return {n for f in comp_fors(loop) for n in target_names(f.target)}
+    return None
 
 
 def _selects_items(path: list[cst.CSTNode], loop: Loop) -> bool:
@@ -948,11 +953,8 @@ def _selects_items(path: list[cst.CSTNode], loop: Loop) -> bool:
     body) under an `if` whose test compares an item the loop iterates (`if event.type ==
     KEYDOWN:`, `elif event.key in keys:`), or in the `else` of one, or after such an `if`
     that skips the rest of the iteration (`if request.kind != "predict": continue`)."""
-    if isinstance(loop, cst.For):
-        items = set(target_names(loop.target))
-    elif isinstance(loop, _COMPREHENSIONS):
-        items = {n for f in comp_fors(loop) for n in target_names(f.target)}
-    else:
+    items = _item_names(loop)
+    if not items:
         return False
 
     def compares_items(test: cst.BaseExpression) -> bool:
