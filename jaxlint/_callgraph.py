@@ -54,6 +54,7 @@ __all__ = [
     "Site",
     "counts_few_things",
     "call_arguments",
+    "method_call_arguments",
     "parameter_calls",
     "passed_argument",
     "positional_params",
@@ -349,6 +350,29 @@ class CallGraph:
     def function(self, node: cst.FunctionDef) -> Function | None:
         """The facts about `node` (any def of the file)."""
         return self._defs.get(id(node))
+
+    def attribute_sites(self, attr: str) -> list[Site] | None:
+        """The calls `x.attr(...)` of the file (on any object), or None when the file also
+        reads `x.attr` without calling it there (a bound method handed on may be called from
+        anywhere)."""
+        index = getattr(self, "_attribute_index", None)
+        if index is None:
+            called = {id(site.call.func) for site in self._calls}
+            from ._nodes import iter_subtree
+
+            handed: set[str] = set()
+            for node in iter_subtree(self.ctx.module):
+                if isinstance(node, cst.Attribute) and id(node) not in called:
+                    handed.add(node.attr.value)
+            by_attr: dict[str, list[Site]] = {}
+            for site in self._calls:
+                if isinstance(site.call.func, cst.Attribute):
+                    by_attr.setdefault(site.call.func.attr.value, []).append(site)
+            index = self._attribute_index = (by_attr, handed)
+        by_attr, handed = index
+        if attr in handed:
+            return None
+        return by_attr.get(attr, [])
 
     def mode(self, node: cst.FunctionDef) -> Mode:
         """How the body of `node` runs when called (see the module docstring)."""
@@ -1004,6 +1028,32 @@ def call_arguments(
         return None
     found: list[tuple[cst.BaseExpression | None, list[cst.CSTNode]]] = []
     for site in known.sites:
+        if any(a.star for a in site.call.args):
+            return None
+        found.append((passed_argument(site.call, name, params), [*site.path, site.call]))
+    return found
+
+
+def method_call_arguments(
+    ctx: FileContext, function: cst.FunctionDef, name: str
+) -> list[tuple[cst.BaseExpression | None, list[cst.CSTNode]]] | None:
+    """`call_arguments` for a method of a class of the file: what every call `x.method(...)`
+    of the file passes for its parameter `name`, on `self` or on any object (a method of
+    another class spelled the same counts too: more calls to agree, never fewer). None when
+    a caller may be elsewhere: no such call here, the method is read without being called
+    (handed on), it is a static or class method or a property, or a call spreads
+    `*args`/`**kwargs`."""
+    known = ctx.calls.function(function)
+    if known is None or not known.method or function.decorators:
+        return None
+    params = positional_params(function)[1:]  # `self`
+    if name not in params:
+        return None
+    sites = ctx.calls.attribute_sites(function.name.value)
+    if not sites:
+        return None
+    found: list[tuple[cst.BaseExpression | None, list[cst.CSTNode]]] = []
+    for site in sites:
         if any(a.star for a in site.call.args):
             return None
         found.append((passed_argument(site.call, name, params), [*site.path, site.call]))

@@ -446,6 +446,62 @@ class DeviceIndex:
         apis = [self._class_jit(cls, func.attr.value, at, call, 0) for cls, at in made]
         return apis[0] if all(apis) else None
 
+    def method_called(
+        self, call: cst.Call, ancestors: Sequence[cst.CSTNode]
+    ) -> tuple[cst.FunctionDef, tuple[cst.CSTNode, ...]] | None:
+        """The `def` that `holder.method(...)` runs, when it is a method of a class of this
+        file: `self.method(...)` in the class (the innermost one), or `holder` a name (or
+        `self.attr`) every binding of which makes an instance of one class of the file that
+        defines `method` in its body or in a base class of the file. With the path to the
+        method's class body. None when not known."""
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return None
+        method = func.attr.value
+        holder = func.value
+        if isinstance(holder, cst.Name) and holder.value == "self":
+            index = next((i for i in range(len(ancestors) - 1, -1, -1) if isinstance(ancestors[i], cst.ClassDef)), None)
+            if index is None:
+                return None
+            owner = ancestors[index]
+            assert isinstance(owner, cst.ClassDef)
+            return self._class_method(owner, tuple(ancestors[:index]), method, 0)
+        made = self._instances(holder, tuple(ancestors))
+        if not made:
+            return None
+        found: tuple[cst.FunctionDef, tuple[cst.CSTNode, ...]] | None = None
+        for cls, at in made:
+            if not isinstance(cls, cst.Name):
+                return None
+            bindings = self.ctx.bindings.of(cls.value, [*at, cls])
+            if len(bindings) != 1 or not isinstance(bindings[0].node, cst.ClassDef):
+                return None
+            this = self._class_method(bindings[0].node, tuple(bindings[0].path), method, 0)
+            if this is None or (found is not None and this[0] is not found[0]):
+                return None
+            found = this
+        return found
+
+    def _class_method(
+        self, owner: cst.ClassDef, outer: tuple[cst.CSTNode, ...], method: str, depth: int
+    ) -> tuple[cst.FunctionDef, tuple[cst.CSTNode, ...]] | None:
+        """`def method` of the class `owner` (whose ancestors are `outer`), or of a base class
+        of this file it inherits it from."""
+        if depth > 8 or not isinstance(owner.body, cst.IndentedBlock):
+            return None
+        for statement in owner.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == method:
+                return statement, (*outer, owner, owner.body)
+        for base in owner.bases:
+            if not isinstance(base.value, cst.Name):
+                continue
+            bindings = self.ctx.bindings.of(base.value.value, [*outer, owner])
+            if len(bindings) == 1 and isinstance(bindings[0].node, cst.ClassDef):
+                found = self._class_method(bindings[0].node, tuple(bindings[0].path), method, depth + 1)
+                if found is not None:
+                    return found
+        return None
+
     def made_from(
         self, holder: cst.BaseExpression, path: tuple[cst.CSTNode, ...]
     ) -> list[tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]]] | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import _batches, _jaxapi
-from ._callgraph import call_arguments, positional_params
+from ._callgraph import call_arguments, method_call_arguments, positional_params
 from ._nodes import free_names, iter_subtree
 from ._scope import target_names
 
@@ -315,11 +315,15 @@ class Streams:
 
     def _parameter(self, read: cst.Name, path: list[cst.CSTNode], depth: int) -> Stream | None:
         """`def evaluate(model, loader): for x, y in loader: ...`: the stream every call of the
-        function in this file passes, when each passes one that keeps a smaller last batch."""
+        function (or method, on any object) in this file passes, when each passes one that
+        keeps a smaller last batch."""
         owner = self.ctx.binding_owner(read.value, [*path, read])
         if not isinstance(owner, cst.FunctionDef):
             return None
         calls = call_arguments(self.ctx, owner, read.value)
+        if calls is None:
+            # a method, `def evaluate(self, loader)` called as `self.evaluate(val_loader)`
+            calls = method_call_arguments(self.ctx, owner, read.value)
         if calls is None:
             return self._passed_elsewhere(read.value, owner, path)
         if not calls or any(passed is None for passed, _ in calls):

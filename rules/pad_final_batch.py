@@ -201,12 +201,23 @@ class PadFinalBatch(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
         found = ctx.device.looped_consumer(node, (cst.For, cst.While), instances=True)
-        if found is None:
-            return
-        consumer, loops = found
         callee = _short(ctx.module.code_for_node(node.func))
-        passed = [a.value for a in node.args]
-        jitted = f"the jitted `{callee}`"
+        consumer: Consumer | None
+        if found is not None:
+            consumer, loops = found
+            passed = [a.value for a in node.args]
+            jitted = f"the jitted `{callee}`"
+        else:
+            # A function that hands the batch on, unchanged, to a jitted callable (of this file,
+            # a method of the class, or another module of the project): that callable compiles
+            # for whatever shape this call gives it.
+            forwarded = ctx.device.looped_forwards(node)
+            if forwarded is None:
+                return
+            forwards, loops = forwarded
+            consumer = None  # the fix rewrites calls of the jitted function itself
+            passed = [f.argument for f in forwards]
+            jitted = f"the jitted `{_short(forwards[0].inner)}`, which `{callee}` hands it to,"
         for loop in reversed(loops):
             batching = self._batching(loop)
             if batching is None or id(loop) in self._reported:
@@ -232,7 +243,7 @@ class PadFinalBatch(Rule):
                 f"{batching.cut} gives a smaller last batch {batching.why}, and {jitted} "
                 "is compiled again for its shape; iterate `jaxlint.runtime.padded_batches(...)` (fixed-size batches and "
                 "a mask of the real rows) or drop the remainder",
-                fix=self._fix(node, loop, batching, consumer),
+                fix=self._fix(node, loop, batching, consumer) if consumer is not None else None,
                 evidence=evidence,
             )
             return
@@ -303,10 +314,15 @@ class PadFinalBatch(Rule):
             return self._range_batching(loop, source, loop.target.value)
         if isinstance(source.func, cst.Name) and name is None:
             found = self._generator(source.func.value, _loop_path(self.ctx, loop))
-            if found is not None:
-                found.names = set(target_names(loop.target))
-            return found
-        return None
+        elif isinstance(source.func, cst.Attribute):
+            # `dataset.get_batches(bs)` / `self.batches(x)`: a method of a class of the file
+            method = self.ctx.device.method_called(source, [*_loop_path(self.ctx, loop), loop])
+            found = self._generator_of(f"{_code(self.ctx, source.func)}", *method) if method is not None else None
+        else:
+            return None
+        if found is not None:
+            found.names = set(target_names(loop.target))
+        return found
 
     def _step_indices(self, indices: cst.BaseExpression) -> bool:
         """`range(bs, n, bs)` / `np.arange(bs, n, bs)`: split points every `bs` rows."""
@@ -547,7 +563,10 @@ class PadFinalBatch(Rule):
             found = _iter_method(self.ctx, name, path)
         if found is None or found[0] is None:
             return None
-        function, outer = found
+        return self._generator_of(name, found[0], found[1])
+
+    def _generator_of(self, name: str, function: cst.FunctionDef, outer: tuple[cst.CSTNode, ...]) -> Batching | None:
+        """`_generator` for the `def function` whose ancestors are `outer`."""
         inner_path = [*outer, function, function.body]
         returned = _returned_names(function)
         for node in iter_subtree(function.body, into_scopes=False):
