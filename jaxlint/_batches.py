@@ -103,8 +103,53 @@ def yields_ragged_slices(function: ast.FunctionDef | ast.AsyncFunctionDef, nodes
     n, bs)` loop whose stop does not drop the remainder (`n - bs + 1`, `n // bs * bs`), a
     slice `x[i:i + bs]` (or `min(i + bs, n)` as its end, or through names the loop assigns:
     `idx = perm[i:i + bs]; yield x[idx]`); not when it mentions padding or masking."""
+    for loop, index, step, local, ragged in _ragged_loops(function, nodes):
+        for node in _loop_nodes(loop):
+            if isinstance(node, (ast.Yield, ast.YieldFrom)) and node.value is not None:
+                if _has_slice(node.value, index, step, local) or any(
+                    isinstance(n, ast.Name) and n.id in ragged for n in ast.walk(node.value)
+                ):
+                    return True
+    return False
+
+
+def appends_ragged_slices(function: ast.FunctionDef | ast.AsyncFunctionDef, nodes: Iterable[ast.AST]) -> set[str]:
+    """The lists `function` (its own `nodes`) fills with one ragged batch a pass of such a
+    loop: `batches.append(x[i:i + bs])`, or a value computed from the loop's slices
+    (`idx = perm[i:i + bs]; batch = tuple(a[idx] for a in arrays); batches.append(batch)`).
+    Returned, such a list holds batches whose last one is smaller."""
+    found: set[str] = set()
+    for loop, index, step, local, ragged in _ragged_loops(function, nodes):
+        # Names computed from the loop's ragged names, through the loop's assignments.
+        for _ in range(3):
+            for name, value in local.items():
+                if name not in ragged and any(isinstance(n, ast.Name) and n.id in ragged for n in ast.walk(value)):
+                    ragged.add(name)
+        for node in _loop_nodes(loop):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "append"
+                and isinstance(node.func.value, ast.Name)
+                and len(node.args) == 1
+                and not node.keywords
+            ):
+                value = node.args[0]
+                if _has_slice(value, index, step, local) or any(
+                    isinstance(n, ast.Name) and n.id in ragged for n in ast.walk(value)
+                ):
+                    found.add(node.func.value.id)
+    return found
+
+
+def _ragged_loops(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, nodes: Iterable[ast.AST]
+) -> Iterable[tuple[ast.For, str, str, dict[str, ast.expr], set[str]]]:
+    """The `for i in range(start, n, bs)` loops of `function` that keep the remainder, with the
+    loop's index, its step (dumped), the names its body assigns, and those holding a slice
+    `x[i:i + bs]`; none when the function mentions padding or masking."""
     if any(isinstance(n, ast.Name) and _pads(n.id) for n in ast.walk(function)) or _pads(function.name):
-        return False
+        return
     for loop in nodes:
         if not (
             isinstance(loop, ast.For)
@@ -129,13 +174,7 @@ def yields_ragged_slices(function: ast.FunctionDef | ast.AsyncFunctionDef, nodes
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 local[node.targets[0].id] = node.value
         ragged = {name for name, value in local.items() if _has_slice(value, index, step, local)}
-        for node in _loop_nodes(loop):
-            if isinstance(node, (ast.Yield, ast.YieldFrom)) and node.value is not None:
-                if _has_slice(node.value, index, step, local) or any(
-                    isinstance(n, ast.Name) and n.id in ragged for n in ast.walk(node.value)
-                ):
-                    return True
-    return False
+        yield loop, index, step, local, ragged
 
 
 def _pads(name: str) -> bool:

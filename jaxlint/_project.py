@@ -1094,6 +1094,7 @@ class _Summary:
             local: dict[str, ast.expr | None] = {}  # name -> the call bound to it (None: several)
             ordered: list[ast.Assign] = []  # every `name = value`, in order
             returned: set[str] = set()
+            returns: list[ast.Return] = []
             generator = False
             for node in _own_nodes(function):
                 if isinstance(node, (ast.Yield, ast.YieldFrom)):
@@ -1103,7 +1104,13 @@ class _Summary:
                     local[target] = node.value if target not in local and isinstance(node.value, ast.Call) else None
                     ordered.append(node)
                 elif isinstance(node, ast.Return):
-                    returned.add(self._returned(node.value, local, ordered))
+                    returns.append(node)
+            # Lists filled with one ragged batch a pass, bound once (`batches = []`), and
+            # returned as they are: `return batches`, `return tuple(batches), key`.
+            lists = set() if generator else _batches.appends_ragged_slices(function, _own_nodes(function))
+            lists = {n for n in lists if sum(1 for a in ordered if a.targets[0].id == n) == 1}  # type: ignore[attr-defined]
+            for node in returns:
+                returned.add(self._returned(node.value, local, ordered, lists))
             if generator and _batches.yields_ragged_slices(function, _own_nodes(function)):
                 found[name] = "=ragged"
             if not generator and len(returned) == 1:
@@ -1112,9 +1119,13 @@ class _Summary:
                     found[name] = built
         return found
 
-    def _returned(self, value: ast.expr | None, local: dict[str, ast.expr | None], ordered: list[ast.Assign] = ()) -> str:  # type: ignore[assignment]
+    def _returned(
+        self, value: ast.expr | None, local: dict[str, ast.expr | None], ordered: list[ast.Assign] = (), lists: set[str] = frozenset()  # type: ignore[assignment]
+    ) -> str:
         if isinstance(value, ast.Tuple):
-            return ",".join(self._returned(e, local, ordered).replace(",", "") for e in value.elts)
+            return ",".join(self._returned(e, local, ordered, lists).replace(",", "") for e in value.elts)
+        if lists and _listed(value, lists):
+            return "=ragged"  # a list of slices, the last smaller (`_batches.appends_ragged_slices`)
         if value is not None and _batches.pipeline_keeps_last(value, self.resolve, lambda read: _last_value(read, ordered)):
             return "=ragged"  # `ds = ds.batch(bs); return ds`
         if isinstance(value, ast.Name) and local.get(value.id) is not None:
@@ -1232,6 +1243,20 @@ class _Summary:
         if isinstance(value, ast.Name):
             return local.get(value.id) or jitted.get(value.id)
         return None
+
+
+
+def _listed(value: ast.expr | None, lists: set[str]) -> bool:
+    """`batches`, `tuple(batches)` or `list(batches)` for a list of `lists`."""
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id in ("tuple", "list")
+        and len(value.args) == 1
+        and not value.keywords
+    ):
+        value = value.args[0]
+    return isinstance(value, ast.Name) and value.id in lists
 
 
 def _last_value(read: ast.Name, ordered: list[ast.Assign]) -> ast.expr | None:
