@@ -10,9 +10,12 @@ chunks of `np.array_split(x, k)` or of `np.split(x, range(bs, n, bs))`, groups o
 `toolz.partition_all`), generators of the file that yield such slices (also inside
 `jax.tree_util.tree_map(lambda a: a[idx[i:i + bs]], data)`), functions of the file returning
 a list of them (`[x[i:i + bs] for i in range(0, n, bs)]`, or slices appended in such a loop),
-such a comprehension itself, classes of the file whose `__iter__` yields them, a generator,
-loader or pipeline of another module of the project that keeps a smaller last batch (the
-project summary's `ragged`), and tf.data pipelines batched
+such a comprehension itself, classes of the file whose `__iter__` yields them, methods of a
+class of the file that do (`data.minibatches(bs)` for `data = Samples(x, y)`, or
+`self.minibatches(bs)`, also inherited from a base class of the file), a generator, loader,
+pipeline or list of batches of another module of the project that keeps a smaller last batch
+(the project summary's `ragged`: `groups, key = make_minibatches(x, bs, key)`), and tf.data
+pipelines batched
 without `drop_remainder=True` (`tf.data.Dataset.from_tensor_slices(x).batch(bs)`,
 `tfds.load(...).shuffle(n).batch(bs)`, `.padded_batch(bs, ...)`, `tfds.load(...,
 batch_size=bs)`) iterated directly, through `ds.as_numpy_iterator()` / `tfds.as_numpy(ds)` /
@@ -37,13 +40,18 @@ grain's `DataLoader(..., operations=[..., grain.Batch(bs)])` without `drop_remai
 (the loaders, batching operations and dataset modules are the library table's `data-loaders`,
 `operation-loaders`, `batch-operations` and `dataset-modules`). A
 function's parameter counts as such a pipeline or loader when every call of the function in
-the file passes one (`def evaluate(model, loader)` called with the test loader), or, for a
+the file passes one (`def evaluate(model, loader)` called with the test loader; for a
+method, every call `x.evaluate(...)` of the file, on `self` or an instance), or, for a
 function its file does not call, when every call from other modules of the project does
 (`fit(weights, DataLoader(train_set, batch_size=64))` in `main.py`); so does what a method of
 the class returns (`self.make_loader(ds)`). The jitted function may be a method jitted in its
 class, here or in another module (or in a base class), called on an instance
 (`model.update(w, x)` for `model = Regressor(rate)`, `self.model.update(...)` when every
-assignment of `self.model` makes one).
+assignment of `self.model` makes one). It may also be reached through a function of the
+file, a method of the class or a function of another module that hands the batch on
+unchanged to a jitted one (`self.step(x[i:i + bs])` where `def step(self, x):
+self.params = update(self.params, x)`): the jitted function compiles for whatever shape
+the call gives it.
 
 ## Why is this bad?
 
