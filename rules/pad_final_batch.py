@@ -155,7 +155,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from jaxlint import _jaxapi
-from jaxlint._frequency import loop_evidence
+from jaxlint._frequency import integer_value, loop_evidence
 from jaxlint._context import Loop
 from jaxlint._device import Consumer
 from jaxlint._nodes import free_names, iter_subtree, reads_name
@@ -491,7 +491,7 @@ class PadFinalBatch(Rule):
             return None
         if len(args) == 3:
             stop, step = args[1], args[2]
-            if self._drops_remainder(stop, step, loop):
+            if self._drops_remainder(stop, step, loop) or self._single_rows(step, loop):
                 return None
             slices = _step_slices(loop, index, step)
             if not slices:
@@ -615,16 +615,39 @@ class PadFinalBatch(Rule):
                     )
         return None
 
-    def _drops_remainder(self, stop: cst.BaseExpression, step: cst.BaseExpression, loop: cst.For) -> bool:
-        """`n - bs + 1`, `n - bs`, `n // bs * bs`, `n - n % bs`, or a name set to one."""
+    def _drops_remainder(self, stop: cst.BaseExpression, step: cst.BaseExpression, loop: cst.For, depth: int = 0) -> bool:
+        """`n - bs + 1`, `n - bs`, `n // bs * bs`, `n - n % bs`, or a name set to one; or
+        `min(...)` of one of those and anything else (`min(n - bs, max_steps)`): the loop
+        stops a full batch before the end either way."""
         step_text = _code(self.ctx, step)
         for expr in [stop, *self._assigned(stop, loop)]:
+            if (
+                depth < 3
+                and isinstance(expr, cst.Call)
+                and isinstance(expr.func, cst.Name)
+                and expr.func.value == "min"
+                and self.ctx.is_builtin("min", anchor=expr)
+                and any(not a.star and self._drops_remainder(a.value, step, loop, depth + 1) for a in expr.args)
+            ):
+                return True
             text = " ".join(_code(self.ctx, expr).split())
             if f"- {step_text}" in text or f"-{step_text}" in text:
                 return True
             if f"// {step_text}" in text or f"//{step_text}" in text or f"% {step_text}" in text:
                 return True
         return False
+
+    def _single_rows(self, step: cst.BaseExpression, loop: cst.For) -> bool:
+        """A step the code sets to 1 at most (`blocks = 1`, `range(0, n, blocks)`): every slice
+        `x[i:i + 1]` holds one row, the last one too."""
+        path = self._paths.get(id(loop))
+        if path is None:
+            try:
+                path = _loop_path(self.ctx, loop)
+            except ValueError:
+                return False
+        size = integer_value(self.ctx, step, [*path, loop])
+        return size is not None and size <= 1
 
     def _ceil_count(self, count: cst.BaseExpression, loop: cst.For) -> bool:
         """A number of batches rounded up: `ceil(n / bs)`, `(n + bs - 1) // bs`,
