@@ -612,22 +612,25 @@ class DeviceIndex:
             return None
         return consumer, loops
 
-    def looped_forwards(self, call: cst.Call) -> tuple[list[Forward], list[cst.CSTNode]] | None:
+    def looped_forwards(
+        self, call: cst.Call, *, instances: bool = False
+    ) -> tuple[list[Forward], list[cst.CSTNode]] | None:
         """For the call being visited, which is not itself of a jitted callable: what it hands
         through a function of this file to a jitted one (`forwards`), and the enclosing `for`
-        and `while` loops, under the conditions of `looped_consumer`."""
+        and `while` loops, under the conditions of `looped_consumer`. `instances`: as for
+        `consumer`, in the function's body."""
         if not call.args:
             return None
         loops = [loop for loop in self.ctx.loops(call) if isinstance(loop, (cst.For, cst.While))]
         ancestors = self.ctx.ancestors
         if not loops or self.consumer(call) is not None:
             return None
-        forwards = self.forwards(call, ancestors)
+        forwards = self.forwards(call, ancestors, instances=instances)
         if not forwards or self.is_traced(ancestors) or self.in_test(ancestors):
             return None
         return forwards, loops
 
-    def forwards(self, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> list[Forward]:
+    def forwards(self, call: cst.Call, ancestors: Sequence[cst.CSTNode], *, instances: bool = False) -> list[Forward]:
         """The arguments `call` hands on to a jitted callable through the function it calls:
         a `def` of this file (or a method of the enclosing class, called on `self`) whose body
         passes the parameter, never reassigned, as it is to a jitted call of its own
@@ -661,7 +664,7 @@ class DeviceIndex:
         for site in known.body:
             if site.scope is not helper:
                 continue  # a nested function's or lambda's call
-            inner = self.consumer(site.call, site.path)
+            inner = self.consumer(site.call, site.path, instances=instances)
             if inner is None:
                 continue
             for arg in site.call.args:

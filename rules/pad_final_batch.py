@@ -219,7 +219,7 @@ class PadFinalBatch(Rule):
             # A function that hands the batch on, unchanged, to a jitted callable (of this file,
             # a method of the class, or another module of the project): that callable compiles
             # for whatever shape this call gives it.
-            forwarded = ctx.device.looped_forwards(node)
+            forwarded = ctx.device.looped_forwards(node, instances=True)
             if forwarded is None:
                 return
             forwards, loops = forwarded
