@@ -222,6 +222,8 @@ class CallGraph:
         self._bound: dict[str, int] = {}  # bindings other than a def, per name
         self._mode: dict[int, Mode] = {}
         self._work: dict[int, str | None] = {}
+        # `attribute_sites`: the calls `x.attr(...)` by attr, and the attrs read without a call
+        self._attribute_index: tuple[dict[str, list[Site]], set[str]] | None = None
         self._uses_flax = False
         self._uses_equinox = False
         self._uses_nnx = False
@@ -355,7 +357,7 @@ class CallGraph:
         """The calls `x.attr(...)` of the file (on any object), or None when the file also
         reads `x.attr` without calling it there (a bound method handed on may be called from
         anywhere)."""
-        index = getattr(self, "_attribute_index", None)
+        index = self._attribute_index
         if index is None:
             called = {id(site.call.func) for site in self._calls}
             from ._nodes import iter_subtree
