@@ -287,6 +287,53 @@ class JitIndex:
             return self._wrapper_of(func.func, ancestors)
         return None
 
+    def origin(self, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> str | None:
+        """How the callee of `call` comes to be jitted, as evidence: "a function jitted with
+        `jax.jit` (decorated at line 12)", "jitted with `jax.jit` at line 14 (`step =
+        jax.jit(...)`)", "a callable that module `pkg.steps` jits"; None when it is not (known
+        to be) jitted."""
+        from ._bindings import Kind
+        from ._positions import line_of
+
+        api = self.callee(call, ancestors)
+        if api is None:
+            return None
+        module = self.ctx.module
+        func = call.func
+        if isinstance(func, cst.Call):
+            return f"a function jitted in place with `{api}` (`{_spelled(module, func)}(...)`)"
+        name = func.value if isinstance(func, cst.Name) else None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            if func.value.value in ("self", "cls"):
+                owner = _enclosing_class(ancestors)
+                method = next(
+                    (m for m in owner.body.body if isinstance(m, cst.FunctionDef) and m.name.value == func.attr.value),
+                    None,
+                ) if owner is not None and isinstance(owner.body, cst.IndentedBlock) else None
+                if method is not None and method.decorators:
+                    line = line_of(module, method.decorators[0], [*_path_to(ancestors, owner), owner, owner.body, method])
+                    return f"a method jitted with `{api}`" + (f" (decorated at line {line})" if line else "")
+                return f"an attribute its class sets to a function jitted with `{api}`"
+            if self._rebound.get((func.value.value, func.attr.value)):
+                return f"a method the file rebinds to a function jitted with `{api}`"
+            if self._held(func.value, call, ancestors):
+                return f"a function jitted with `{api}`, held by `{func.value.value}` (built from jitted functions)"
+        if name is not None and name in self.functions:
+            for binding in self.ctx.bindings.of(name, [*ancestors, call]):
+                node = binding.node
+                if binding.kind is Kind.DEF and isinstance(node, cst.FunctionDef) and node.decorators:
+                    line = line_of(module, node.decorators[0], [*binding.path, node])
+                    return f"a function jitted with `{api}`" + (f" (decorated at line {line})" if line else "")
+                value = binding.value if binding.value is not None else binding.source
+                if binding.kind is Kind.ASSIGN and value is not None:
+                    line = line_of(module, node, binding.path)
+                    at = f" at line {line}" if line else ""
+                    return f"bound{at} to a function jitted with `{api}` (from `{_spelled(module, value)}`)"
+        resolved = self.ctx.resolve(func, ancestors, anchor=call)
+        if resolved is not None and self.ctx.project is not None and self.ctx.project.jitted(resolved, self.ctx.module_name):
+            return f"`{resolved}`, which another module of the project jits with `{api}`"
+        return f"a function jitted with `{api}`"
+
     def _held(self, holder: cst.Name, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> str | None:
         """The jit API of `holder.method(...)` where the scope `holder` is read from binds it
         only to an object built from jitted callables (`_holders`)."""
@@ -343,6 +390,17 @@ class JitIndex:
                 if self._traced_by_callers(node):
                     return True
         return False
+
+
+def _spelled(module: cst.Module, node: cst.CSTNode, limit: int = 40) -> str:
+    text = " ".join(module.code_for_node(node).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _path_to(ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The part of `ancestors` above `node`."""
+    index = next((i for i, n in enumerate(ancestors) if n is node), len(ancestors))
+    return list(ancestors[:index])
 
 
 def _owner(path: Sequence[cst.CSTNode], module: cst.Module) -> cst.CSTNode:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ._context import FileContext
 
 
-__all__ = ["TIMERS", "TIMEIT", "Segment", "TimedRegion", "TimingIndex", "is_timer_read"]
+__all__ = ["TIMERS", "TIMEIT", "Figure", "Segment", "TimedRegion", "TimingIndex", "is_timer_read"]
 
 # Clocks read around code to time it.
 TIMERS = frozenset(
@@ -114,6 +114,18 @@ class TimedRegion:
                 return
 
 
+@dataclass(frozen=True)
+class Figure:
+    """What makes a timed region's figure a time per unit of work (`TimingIndex.figure`):
+    `kind` is "divided" (`elapsed / n_steps`), "rate" (`n_steps / elapsed`), "returned" (a
+    benchmark helper's result) or "averaged" (`np.mean(times)`), at `node`; `gathered`, for
+    the passes of a loop, the statements gathering each pass's figure (`times.append(dt)`)."""
+
+    kind: str
+    node: cst.CSTNode
+    gathered: tuple[cst.CSTNode, ...] = ()
+
+
 @dataclass
 class _Progress:
     """How far the flow of one (start, chain of blocks) has been computed."""
@@ -144,7 +156,7 @@ class TimingIndex:
         self.ctx = ctx
         # Caches keyed by node id; each entry keeps its node alive so ids stay unique.
         self._subtractions: dict[int, tuple[cst.CSTNode, dict[str, str], list[cst.BinaryOperation]]] = {}
-        self._per_step: dict[tuple[int, bool], bool] = {}
+        self._per_step: dict[tuple[int, bool], Figure | None] = {}
         self._binders: dict[int, tuple[cst.CSTNode, list[frozenset[str]], frozenset[str]]] = {}
         self._positions: dict[int, tuple[cst.CSTNode, dict[int, int]]] = {}
         self._progress: dict[tuple[int, ...], _Progress] = {}
@@ -453,17 +465,31 @@ class TimingIndex:
         each printed as it comes, is not an average."""
         return self._figure_test(region, across=True)
 
-    def _figure_test(self, region: TimedRegion, *, across: bool) -> bool:
+    def figure(self, region: TimedRegion, *, across: bool) -> Figure | None:
+        """What makes the region's figure a time per step (`reported_per_step`) or, with
+        `across`, an average over the passes of a loop repeating it (`averaged_over_passes`)."""
         key = (id(region.figures[0]) if region.figures else id(region.end_line), across)
-        cached = self._per_step.get(key)
-        if cached is None:
+        if key not in self._per_step:
             path = region.start_path[: next(i for i, n in enumerate(region.start_path) if n is region.scope) + 1]
 
             def is_average(call: cst.Call) -> bool:
                 return self.ctx.resolve(call.func, path, anchor=call) in _jaxapi.AVERAGES
 
-            cached = self._per_step[key] = _per_step(region, is_average, across=across)
-        return cached
+            self._per_step[key] = _per_step(region, is_average, across=across)
+        return self._per_step[key]
+
+    def _figure_test(self, region: TimedRegion, *, across: bool) -> bool:
+        return self.figure(region, across=across) is not None
+
+    def line(self, region: TimedRegion, node: cst.CSTNode) -> int | None:
+        """The line of `node`, a node of the region's scope (for evidence)."""
+        from ._positions import line_of
+
+        module = self.ctx.module
+        if region.function is not None and len(region.start_path) > 1:
+            return line_of(module, node, region.start_path[:2])  # the statement holding the function
+        top = next((stmt for stmt in module.body if any(n is node for n in iter_subtree(stmt))), None)
+        return line_of(module, node, [module, top]) if top is not None else None
 
     # -- caches ----------------------------------------------------------------------------
 
@@ -544,10 +570,10 @@ class TimingIndex:
         return None
 
 
-def _per_step(region: TimedRegion, is_average: Callable[[cst.Call], bool], *, across: bool = False) -> bool:
+def _per_step(region: TimedRegion, is_average: Callable[[cst.Call], bool], *, across: bool = False) -> Figure | None:
     """See `TimingIndex.reported_per_step`; with `across`, `averaged_over_passes`."""
     if not region.figures:
-        return False
+        return None
     nodes = list(iter_subtree(region.scope, into_scopes=False))
     figures = {id(f) for f in region.figures}
     # The names the figure is stored in, and those computed from them (`ms = elapsed * 1e3`).
@@ -556,10 +582,10 @@ def _per_step(region: TimedRegion, is_average: Callable[[cst.Call], bool], *, ac
         # Only what gathers the figure of every pass: `times.append(elapsed)`, `total += dt`;
         # not when the code averages some of them (`np.mean(times[1:])` drops the first).
         loop = next((n for n in reversed(region.start_path) if isinstance(n, _LOOPS)), None)
-        gathered = _collectors(loop, figures, names) if loop is not None else set()
-        if not gathered or any(_sliced(node, gathered) for node in nodes):
-            return False
-        names = _carriers(nodes, set(), gathered)
+        gathered = _collectors(loop, figures, names) if loop is not None else {}
+        if not gathered or any(_sliced(node, set(gathered)) for node in nodes):
+            return None
+        names = _carriers(nodes, set(), set(gathered))
         figures = set()
         counts = {literal_iterations(loop)} - {None, 0}  # `total / 50` after `for _ in range(50)`
     else:
@@ -568,18 +594,19 @@ def _per_step(region: TimedRegion, is_average: Callable[[cst.Call], bool], *, ac
     def carries(expr: cst.CSTNode) -> bool:
         return _carries(expr, figures, names)
 
+    gatherers = tuple(gathered.values()) if across else ()
     for node in nodes:
         if not across and isinstance(node, cst.Return) and node.value is not None and carries(node.value):
-            return region.function is not None
+            return Figure("returned", node) if region.function is not None else None
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.FloorDivide)):
             left, right = carries(node.left), carries(node.right)
             if left and (not _constant(node.right) or _literal_int(node.right) in counts):
-                return True  # `elapsed / n_steps`, or `/ 100` after `for _ in range(100)`
+                return Figure("divided", node, gatherers)  # `elapsed / n_steps`, or `/ 100` after `for _ in range(100)`
             if right and not _constant(node.left):
-                return True  # a rate: `n_steps / elapsed`
+                return Figure("rate", node, gatherers)  # a rate: `n_steps / elapsed`
         if isinstance(node, cst.Call) and any(carries(a.value) for a in node.args) and is_average(node):
-            return True  # `np.mean(times)`
-    return False
+            return Figure("averaged", node, gatherers)  # `np.mean(times)`
+    return None
 
 
 def _carries(expr: cst.CSTNode, figures: set[int], names: set[str]) -> bool:
@@ -607,11 +634,12 @@ def _carriers(nodes: list[cst.CSTNode], figures: set[int], names: set[str]) -> s
     return names
 
 
-def _collectors(loop: cst.For | cst.While, figures: set[int], names: set[str]) -> set[str]:
+def _collectors(loop: cst.For | cst.While, figures: set[int], names: set[str]) -> dict[str, cst.CSTNode]:
     """The names that gather the figure on every pass of `loop`: a list it is appended to
     (`times.append(dt)`) or a sum it is added to (`total += dt`), in a statement of the loop's
-    body that no `if`, `try` or inner loop guards (`if i > 0: times.append(dt)` skips one)."""
-    found: set[str] = set()
+    body that no `if`, `try` or inner loop guards (`if i > 0: times.append(dt)` skips one); each
+    with the statement that gathers it."""
+    found: dict[str, cst.CSTNode] = {}
     stack: list[cst.CSTNode] = [loop.body]
     while stack:
         node = stack.pop()
@@ -629,14 +657,14 @@ def _collectors(loop: cst.For | cst.While, figures: set[int], names: set[str]) -
                     and isinstance(value.func.value, cst.Name)
                     and any(_carries(a.value, figures, names) for a in value.args)
                 ):
-                    found.add(value.func.value.value)
+                    found.setdefault(value.func.value.value, node)
                 elif (
                     isinstance(small, cst.AugAssign)
                     and isinstance(small.operator, cst.AddAssign)
                     and isinstance(small.target, cst.Name)
                     and _carries(small.value, figures, names)
                 ):
-                    found.add(small.target.value)
+                    found.setdefault(small.target.value, node)
     return found
 
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ._context import FileContext
 
 
-__all__ = ["DeviceFlow", "Step", "Wait", "Work"]
+__all__ = ["DeviceFlow", "Step", "Wait", "Work", "dispatch_evidence"]
 
 # Builtins and container methods that take device values without waiting for them.
 _NEUTRAL_BUILTINS = frozenset(
@@ -291,6 +291,24 @@ class DeviceFlow:
             isinstance(node, cst.FormattedStringExpression) and self._reads_device(node.expression)
             for node in _subtree(small)
         )
+
+
+def dispatch_evidence(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode]) -> str:
+    """"`step(x)` at line 40, a function jitted with `jax.jit` (decorated at line 12)": what
+    device work `call` (whose ancestors from the module are `path`) starts, and where."""
+    from ._positions import line_of
+
+    code = " ".join(ctx.module.code_for_node(call).split())
+    code = code if len(code) <= 40 else code[:37] + "..."
+    line = line_of(ctx.module, call, path)
+    where = f"`{code}`" + (f" at line {line}" if line is not None else "")
+    origin = ctx.jit.origin(call, path)
+    if origin is not None:
+        return f"{where}, {origin}"
+    name = ctx.resolve(call.func, path, anchor=call)
+    if name is not None and _jaxapi.is_array_op(name):
+        return f"{where}, a JAX array operation (`{name}`) dispatched eagerly"
+    return f"{where}, device work dispatched eagerly"
 
 
 def _item_targets(iterable: cst.CSTNode, target: cst.BaseExpression) -> list[cst.BaseExpression]:

@@ -116,11 +116,12 @@ import re
 
 import libcst as cst
 
-from jaxlint._waits import DeviceFlow, Step, Work
+from jaxlint._frequency import describe_loop
+from jaxlint._waits import DeviceFlow, Step, Work, dispatch_evidence
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
 from jaxlint._nodes import free_names, iter_subtree
 from jaxlint._scope import target_names
-from jaxlint._timing import TIMEIT, TIMERS, TimedRegion, TimingIndex
+from jaxlint._timing import TIMEIT, TIMERS, Figure, TimedRegion, TimingIndex
 
 
 __all__ = ["UnsyncedTiming"]
@@ -164,7 +165,7 @@ class UnsyncedTiming(Rule):
                 f"dispatches asynchronously, so this times the dispatch, not the computation); "
                 f"wait for the result with `jax.block_until_ready` before reading the clock",
                 fix=_block_fix(region, leaves),
-                evidence=[_started(ctx, region)],
+                evidence=[*_in_flight(ctx, region, leaves), _started(ctx, region), *_repeated(ctx, region)],
             )
         for call, path, callee in self._regions.cold_calls(region):
             if id(call) in self._cold:
@@ -180,7 +181,60 @@ class UnsyncedTiming(Rule):
                 "call it once on the same inputs before starting the timer, or use "
                 "`jaxlint.runtime.benchmark`",
                 ancestors=path,
+                evidence=self._compiles_here(region, call, path, callee),
             )
+
+    def _compiles_here(self, region: TimedRegion, call: cst.Call, path: tuple[cst.CSTNode, ...], callee: str) -> list[str]:
+        """Why the first call of `callee` in the region compiles there, and how the figure
+        that includes the compile is made a time per step or an average."""
+        ctx = self.ctx
+        line = self._regions.line(region, region.start)
+        origin = ctx.jit.origin(call, path) or "a jitted function"
+        facts = [
+            f"`{callee}` is {origin}; nothing before the clock starts"
+            + (f" at line {line}" if line is not None else "")
+            + f" (`{region.start_name}`) calls it or hands it on, so this call traces and compiles it"
+        ]
+        if region.function is None:
+            facts.append("the code runs at module level, once per program: no earlier run compiled it")
+        else:
+            facts.append(
+                f"`{region.function.name.value}()` is called once in this file, outside any loop: "
+                "no earlier run of it compiled the function"
+            )
+        if region.start_in_loop:
+            loop = next(n for n in reversed(region.start_path) if isinstance(n, (cst.For, cst.While)))
+            facts.append(f"the timed pass is repeated by {_loop(ctx, loop, region.start_path)}; only its first pass compiles")
+            figure = self._regions.figure(region, across=True)
+        else:
+            started = {id(n) for n in region.start_path}
+            loop = next((n for n in reversed(path) if isinstance(n, (cst.For, cst.While)) and id(n) not in started), None)
+            if loop is not None:
+                facts.append(f"the call runs on every iteration of {_loop(ctx, loop, path)}; only the first compiles")
+            figure = self._regions.figure(region, across=False)
+        if figure is not None:
+            facts.append(self._figure(region, figure))
+        return facts
+
+    def _figure(self, region: TimedRegion, figure: Figure) -> str:
+        """"the elapsed time is divided at line 26 (`total / n_steps`): ..."."""
+        module = self.ctx.module
+
+        def at(node: cst.CSTNode) -> str:
+            line = self._regions.line(region, node)
+            code = node.value if isinstance(node, cst.Return) and node.value is not None else node
+            return (f"at line {line} " if line is not None else "") + f"(`{_short(module.code_for_node(code))}`)"
+
+        gathered = ""
+        if figure.gathered:
+            gathered = f"each pass's time is gathered {at(figure.gathered[0])} and "
+        if figure.kind == "divided":
+            return f"{gathered or 'the elapsed time is '}divided by a count {at(figure.node)}: a time per step, the compile spread into it"
+        if figure.kind == "rate":
+            return f"{gathered or 'the elapsed time '}divides a count {at(figure.node)}: a rate, lowered by the compile"
+        if figure.kind == "returned":
+            return f"the function returns the elapsed time {at(figure.node)}: a benchmark's figure, the compile in it"
+        return f"{gathered or 'the elapsed time is '}averaged {at(figure.node)}: the compile is in the average"
 
     def _cheap(self, work: Work) -> bool:
         """`jnp.zeros(...)`, `jax.random.split(key)`, `jnp.array([0.1, 1.0, 10.0])`: device
@@ -205,7 +259,8 @@ class UnsyncedTiming(Rule):
         step = Step(fn.body, (*self.ctx.ancestors, call, stmt, fn))
         flow = DeviceFlow(self.ctx)
         flow.feed(step)
-        if not flow.leaves():
+        leaves = flow.leaves()
+        if not leaves:
             return
         wrapped = _block_call(fn.body.with_changes(lpar=(), rpar=()))
         fix = Fix(
@@ -221,6 +276,14 @@ class UnsyncedTiming(Rule):
             "device work is done (JAX dispatches asynchronously); time "
             f"`lambda: {_BLOCK}(...)` instead",
             fix=fix,
+            evidence=[
+                *(
+                    dispatch_evidence(self.ctx, work.calls[-1], (*step.path, step.node))
+                    + ", is what the lambda returns, and nothing in it waits for the result"
+                    for work in leaves[:3]
+                ),
+                f"`{timer}` reads the clock as soon as the lambda returns, once per call",
+            ],
         )
 
 
@@ -362,6 +425,38 @@ def _bound_before(region: TimedRegion, name: str) -> bool:
                 ):
                     return True
     return False
+
+
+def _loop(ctx, loop: cst.CSTNode, path: tuple[cst.CSTNode, ...]) -> str:  # type: ignore[no-untyped-def]
+    """"the loop at line 21, which runs 100 times (...)": `path` passes through `loop`."""
+    index = next((i for i, n in enumerate(path) if n is loop), len(path))
+    return describe_loop(ctx, loop, path[:index])
+
+
+def _in_flight(ctx, region: TimedRegion, leaves: list[Work]) -> list[str]:  # type: ignore[no-untyped-def]
+    """"`step(x)` at line 40, a function jitted with `jax.jit` (decorated at line 12), started
+    on every iteration of the loop at line 38, ...; nothing waits for it before this read"."""
+    started = {id(n) for n in region.start_path}
+    facts = []
+    for work in leaves[:3]:
+        path = (*work.step.path, work.step.node)
+        fact = dispatch_evidence(ctx, work.calls[-1], path)
+        loop = next(
+            (n for n in reversed(path) if isinstance(n, (cst.For, cst.While)) and id(n) not in started),
+            None,
+        )
+        if loop is not None:
+            fact += f", started on every iteration of {_loop(ctx, loop, path)}"
+        facts.append(fact + ", is in flight at this read: nothing after it waits for its result")
+    return facts
+
+
+def _repeated(ctx, region: TimedRegion) -> list[str]:  # type: ignore[no-untyped-def]
+    """The loop that repeats the whole timed region, when there is one."""
+    if region.carried or not region.start_in_loop:
+        return []
+    loop = next((n for n in reversed(region.start_path) if isinstance(n, (cst.For, cst.While))), None)
+    return [f"the timed region is repeated by {_loop(ctx, loop, region.start_path)}"] if loop is not None else []
 
 
 def _started(ctx, region: TimedRegion) -> str:  # type: ignore[no-untyped-def]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
+from pathlib import Path
 
 import libcst as cst
 import pytest
 
 from jaxlint._context import FileContext
+from jaxlint._engine import analyze
 from jaxlint._timing import TIMERS, TimingIndex
 from jaxlint._walk import walk
 
@@ -410,3 +413,60 @@ trials(1)
 def test_clock_restarted_after_each_read(body: str, pending: list[tuple[str, ...]]) -> None:
     found = _regions(textwrap.dedent(body))
     assert [(r[0], r[1]) for r in found] == [("last" if "last" in body else "t0", pending)]
+
+
+# -- evidence ---------------------------------------------------------------------------------
+
+_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "unsynced-timing"
+
+
+@pytest.mark.parametrize(
+    "path", sorted(p for p in _FIXTURES.glob("bad_*.py") if not p.name.endswith(".fixed.py")), ids=lambda p: p.name
+)
+def test_every_finding_states_its_evidence(path: Path) -> None:
+    """Each JL006 finding of the fixtures says what it relied on (issue 15)."""
+    from jaxlint.rules.unsynced_timing import UnsyncedTiming
+
+    findings = analyze(str(path), path.read_bytes(), [UnsyncedTiming]).result.findings
+    assert findings
+    assert all(f.evidence for f in findings), [(f.line, f.evidence) for f in findings if not f.evidence]
+
+
+def _evidence(run_cli, name: str) -> dict[int, list[str]]:  # type: ignore[no-untyped-def]
+    source = _FIXTURES / name
+    result = run_cli("check", "--no-cache", "--select", "JL006", "--output-format", "json", str(source))
+    return {f["line"]: f["evidence"] for f in json.loads(result.stdout)}
+
+
+def test_evidence_of_work_in_flight(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """The device work in flight at the read, where it started and how it is jitted, where
+    the clock started and what loop repeats the work."""
+    evidence = _evidence(run_cli, "bad_benchmark_loop.py")
+    assert evidence[22] == [
+        "`decode_step(params, tokens)` at line 21, a function jitted with `jax.jit` (decorated at line 11), "
+        "started on every iteration of the loop at line 20, which runs once per epoch, seed or configuration "
+        "(`range(n_trials)`), is in flight at this read: nothing after it waits for its result",
+        "the clock starts at line 19 (`t0`) and nothing between the two reads waits for the device",
+    ]
+    factory = _evidence(run_cli, "bad_jitted_by_other_means.py")[32]
+    assert factory[0].startswith("`step(x)` at line 31, bound at line 28 to a function jitted with `jax.jit` (from `make_step(2.0)`)")
+    eager = _evidence(run_cli, "bad_jnp_only.py")[14]
+    assert "a JAX array operation (`jax.numpy.linalg.norm`) dispatched eagerly" in eager[0]
+
+
+def test_evidence_of_a_compile_in_the_timed_region(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """Why the first call compiles inside the region, and how the figure spreads it."""
+    per_step = _evidence(run_cli, "bad_cold_per_step.py")[23]
+    assert per_step == [
+        "`update` is a function jitted with `jax.jit` (decorated at line 10); nothing before the clock starts at "
+        "line 21 (`t0`) calls it or hands it on, so this call traces and compiles it",
+        "`main()` is called once in this file, outside any loop: no earlier run of it compiled the function",
+        "the call runs on every iteration of the loop at line 22, which runs 200 times (`range(n_steps)`); only the first compiles",
+        "the elapsed time is divided by a count at line 26 (`total / n_steps`): a time per step, the compile spread into it",
+    ]
+    averaged = _evidence(run_cli, "bad_cold_averaged_passes.py")[37]
+    assert averaged[2].startswith("the timed pass is repeated by the loop at line 35")
+    assert averaged[3] == (
+        "each pass's time is gathered at line 39 (`durations.append(time.perf_counter() ...`) and averaged at "
+        "line 40 (`np.mean(durations)`): the compile is in the average"
+    )
