@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ._project import Project
     from ._bindings import BindingIndex
     from ._callgraph import CallGraph
+    from ._ragged import BatchIndex
 
 
 __all__ = ["FileContext", "Loop"]
@@ -81,6 +82,7 @@ class FileContext:
         self._device: DeviceIndex | None = None
         self._calls: CallGraph | None = None
         self._bindings: BindingIndex | None = None
+        self._batches: BatchIndex | None = None
         if _GLOBAL.search(source):
             self._note_global_rebindings()
         self._loop_bindings: dict[cst.CSTNode, frozenset[str]] = {}
@@ -238,6 +240,15 @@ class FileContext:
         return self._bindings
 
     @property
+    def batches(self) -> BatchIndex:
+        """Which loops cut batches whose last one can be smaller (built on first use)."""
+        if self._batches is None:
+            from ._ragged import BatchIndex
+
+            self._batches = BatchIndex(self)
+        return self._batches
+
+    @property
     def jit(self) -> JitIndex:
         """Which callables of this file are jit-compiled (built on first use)."""
         if self._jit is None:
@@ -267,6 +278,14 @@ class FileContext:
         the visited node), is bound by no enclosing scope, so it is Python's builtin."""
         path = [*(self.ancestors if ancestors is None else ancestors), anchor]
         return self._binding_scope(name, path) is None
+
+    def ancestors_of(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """The ancestors of `node`, which encloses the node being visited (a ValueError when
+        it does not)."""
+        for index, ancestor in enumerate(self.ancestors):
+            if ancestor is node:
+                return list(self.ancestors[:index])
+        raise ValueError("the node does not enclose the visited node")
 
     def path_to(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """Ancestors of the node being visited, then `node` itself."""

@@ -1,4 +1,5 @@
-"""Small questions about a subtree that several rules ask (reads, writes, exits, paths)."""
+"""Small questions about a subtree that several rules ask (reads, writes, exits, paths), and
+how a node is spelled in a message (`one_line`, `shorten`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from ._walk import iter_children
 __all__ = [
     "literal_iterations",
     "loop_header",
+    "one_line",
+    "shorten",
     "assigns_name",
     "attribute_path",
     "comp_fors",
@@ -231,3 +234,14 @@ def literal_iterations(loop: cst.CSTNode) -> int | None:
     ):
         return int(source.args[0].value.evaluated_value)
     return None
+
+
+def one_line(node: cst.CSTNode, module: cst.Module | None = None) -> str:
+    """The code of `node` on one line, its white space folded to single spaces (`module`: the
+    file's, for its newline and indentation; default a blank one)."""
+    return " ".join((module or cst.Module([])).code_for_node(node).split())
+
+
+def shorten(text: str, limit: int = 40) -> str:
+    """`text`, cut to `limit` characters with `...` at the end when it is longer."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."

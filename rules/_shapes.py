@@ -154,10 +154,7 @@ def varying_slice(expr: cst.BaseExpression, loop: Loop) -> cst.Subscript | None:
 
 def loop_path(ctx: FileContext, loop: cst.CSTNode) -> list[cst.CSTNode]:
     """The ancestors of `loop`, which encloses the node being visited."""
-    for index, node in enumerate(ctx.ancestors):
-        if node is loop:
-            return list(ctx.ancestors[:index])
-    raise ValueError("the loop does not enclose the visited node")
+    return ctx.ancestors_of(loop)
 
 
 def growth(

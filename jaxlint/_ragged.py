@@ -1,0 +1,800 @@
+"""Which loops of a file feed on batches whose last one can be smaller (read with libcst, for
+the rule that lints the file: pad-final-batch). `_streams` says what a pipeline or loader a
+loop iterates yields; `_batches` reads the same facts with `ast` for the project summaries.
+
+`ctx.batches.batching(loop)`, asked while a node inside `loop` is visited (as `ctx.loops`
+is), says how the loop's batches are cut when the last one can be smaller (a `Batching`),
+or None:
+
+- slices over a `range`: `x[i:i + bs]` over `range(0, n, bs)` (tqdm's `trange` and
+  `tqdm(range(...))` unwrapped), `x[b * bs:(b + 1) * bs]` over a count rounded up
+  (`ceil(n / bs)`, `(n + bs - 1) // bs`, `n // bs + 1`, `full + bool(rest)` with `full, rest
+  = divmod(n, bs)`), following the names the loop body and its function (or the functions
+  around it) assign; not when the stop drops the remainder (`n - bs + 1`, `n // bs * bs`,
+  `min(n - bs, cap)`) or the step is at most 1;
+- the chunks of `np.array_split(x, k)` and of `np.split(x, range(bs, n, bs))`;
+- a list or generator expression of such slices, in the header or assigned to the name it
+  iterates; a generator of the file (or a class's `__iter__`, or a method of a class of the
+  file, inherited too) that yields them, or a function that returns a list of them;
+- a pipeline, loader or chunker that keeps a smaller last batch (`_streams`), iterated or
+  drawn with `next(it)` from an iterator made before the loop (one made in the loop gives
+  its first, full batch every time; a Hugging Face `.iter()` drawn a counted number of
+  times may never reach its last batch), and a generator of the file drawn the same way;
+
+and None when the loop pads or masks (`_streams.mentions_padding`), skips short batches
+(`if len(x) < bs: continue`), or its function checks that the step divides the data
+(`assert n % bs == 0`). `Batching.names` are the names holding a batch, the loop's target
+and the names its body derives from one (`xb = jnp.asarray(batch)`; not a state updated
+with it); `Batching.feeds(expr)` whether an expression holds one. The answers are kept per
+loop for the file: every call site in the loop asks once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from . import _jaxapi
+from ._frequency import integer_value
+from ._nodes import free_names, iter_subtree, one_line, shorten
+from ._scope import target_names
+from ._streams import Stream, Streams, mentions_padding
+
+if TYPE_CHECKING:
+    from ._context import FileContext, Loop
+
+
+__all__ = ["BatchIndex", "Batching", "assigned_in", "returned_names"]
+
+_CEILS = frozenset({"math.ceil", "numpy.ceil", "jax.numpy.ceil"})
+_SPLITS = frozenset({"numpy.array_split", "jax.numpy.array_split"})
+# Splits at given indices (`np.split(x, range(bs, n, bs))`): the part after the last is smaller.
+_INDEX_SPLITS = frozenset({"numpy.split", "jax.numpy.split", "numpy.array_split", "jax.numpy.array_split"})
+_RANGES = frozenset({"numpy.arange", "jax.numpy.arange"})
+
+
+@dataclass
+class Batching:
+    """How a loop cuts batches whose last one can be smaller (`kind`: "range" for slices
+    over `range(0, n, bs)`, the only kind the rule's padding fix rewrites; "count" over a
+    count rounded up; "split", "generator" and "dataset" for what the loop iterates)."""
+
+    kind: str  # "range", "count", "split", "generator", "dataset"
+    cut: str  # how the batches are cut, for the message
+    why: str  # when the last one is smaller
+    slices: list[cst.Subscript] = field(default_factory=list)  # the ragged slices in the loop
+    names: set[str] = field(default_factory=set)  # names holding a batch
+    draws: list[cst.Call] = field(default_factory=list)  # `next(it)` calls giving a batch
+    step: cst.BaseExpression | None = None  # the batch size, when the code spells it
+    drop: tuple[cst.Call, str] | None = None  # a shuffled stream's batching call and its drop keyword
+
+    def feeds(self, expr: cst.BaseExpression) -> bool:
+        """Whether `expr` holds one of the batches: reads a name holding one, or is built
+        from one of the ragged slices or `next(it)` draws."""
+        if free_names(expr) & self.names:
+            return True
+        ids = {id(s) for s in self.slices} | {id(d) for d in self.draws}
+        return any(id(n) in ids for n in iter_subtree(expr))
+
+
+class BatchIndex:
+    """Which loops of one file cut batches whose last one can be smaller (`ctx.batches`)."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.streams = Streams(ctx)
+        self._batchings: dict[int, Batching | None] = {}
+        self._scopes: dict[int, cst.CSTNode] = {}
+        self._paths: dict[int, list[cst.CSTNode]] = {}  # a generator's loop: its scope's path
+        self._loops: list[cst.For] = []  # the loops comprehensions stand for (kept alive: keyed by id)
+
+    def batching(self, loop: Loop) -> Batching | None:
+        """How `loop`, which encloses the node being visited, cuts batches whose last one can
+        be smaller; None when it does not, or pads, skips short batches or checks that the
+        batch size divides the data. Kept per loop: every site in the loop asks once."""
+        key = id(loop)
+        if key not in self._batchings:
+            found = self._find_batching(loop)
+            if found is not None and (
+                mentions_padding(loop) or _skips_short(loop) or self._checks_divisibility(loop, found.step)
+            ):
+                found = None
+            if found is not None:
+                _derive_names(loop, found)
+            self._batchings[key] = found
+        return self._batchings[key]
+
+    def _find_batching(self, loop: Loop) -> Batching | None:
+        if isinstance(loop, cst.While):
+            return self._next_batching(loop, [*self.ctx.ancestors_of(loop), loop])
+        if not isinstance(loop, cst.For):
+            return None
+        dataset = self._dataset_batching(loop)
+        if dataset is not None:
+            return dataset
+        source = _unwrap(loop.iter, self._resolver())
+        listed = self._listed(source, [*self.ctx.ancestors_of(loop), loop])
+        if listed is not None:
+            listed.names = set(target_names(loop.target))
+            return listed
+        if not isinstance(source, cst.Call):
+            return None
+        name = self.ctx.resolve(source.func, anchor=source)
+        if name in _INDEX_SPLITS and len(source.args) > 1 and self._step_indices(source.args[1].value):
+            return Batching(
+                "split",
+                f"`{self._code(source)}`",
+                "unless the step of its indices divides the number of rows (the part after the last is smaller)",
+                names=set(target_names(loop.target)),
+            )
+        if name in _SPLITS and source.args:
+            sections = self._code(source.args[1].value) if len(source.args) > 1 else "the sections"
+            return Batching(
+                "split",
+                f"`{self._code(source)}`",
+                f"unless {sections} divides the number of rows (its chunks differ by one row)",
+                names=set(target_names(loop.target)),
+            )
+        if isinstance(source.func, cst.Name) and source.func.value == "range" and isinstance(loop.target, cst.Name):
+            return self._range_batching(loop, source, loop.target.value)
+        if isinstance(source.func, cst.Name) and name is None:
+            found = self._generator(source.func.value, self.ctx.ancestors_of(loop))
+        elif isinstance(source.func, cst.Attribute):
+            # `dataset.get_batches(bs)` / `self.batches(x)`: a method of a class of the file
+            method = self.ctx.device.method_called(source, [*self.ctx.ancestors_of(loop), loop])
+            found = self._generator_of(f"{self._code(source.func)}", *method) if method is not None else None
+        else:
+            return None
+        if found is not None:
+            found.names = set(target_names(loop.target))
+        return found
+
+    def _step_indices(self, indices: cst.BaseExpression) -> bool:
+        """`range(bs, n, bs)` / `np.arange(bs, n, bs)`: split points every `bs` rows."""
+        if not isinstance(indices, cst.Call) or len(indices.args) != 3 or any(a.keyword or a.star for a in indices.args):
+            return False
+        func = indices.func
+        builtin = isinstance(func, cst.Name) and func.value == "range" and self.ctx.is_builtin("range", anchor=indices)
+        return builtin or self.ctx.resolve(func, anchor=indices) in _RANGES
+
+    def unwrap(self, expr: cst.BaseExpression) -> cst.BaseExpression:
+        """`range(...)` out of `tqdm(range(...))` / `trange(...)` in a loop header, read at the
+        node being visited; anything else as it is."""
+        return _unwrap(expr, self._resolver())
+
+    def _code(self, node: cst.CSTNode) -> str:
+        return one_line(node, self.ctx.module)
+
+    def _resolver(self, path: list[cst.CSTNode] | None = None):  # type: ignore[no-untyped-def]
+        """`resolve(func, call)` for `_unwrap`: names read at the end of `path` (default: the
+        visited node's ancestors)."""
+        return lambda func, call: self.ctx.resolve(func, path, anchor=call)
+
+    def _dataset_batching(self, loop: cst.For) -> Batching | None:
+        """`for batch in ds` where `ds` is a tf.data pipeline batched without
+        `drop_remainder=True` (`tfds.as_numpy(ds)`, `ds.as_numpy_iterator()`, a function of
+        the file returning one)."""
+        loop_path = [*self.ctx.ancestors_of(loop), loop]
+        stream = self.streams.stream(loop.iter, loop_path)
+        if stream is None or stream.ragged is None:
+            return self._next_batching(loop, loop_path)
+        target = loop.target
+        source = loop.iter
+        if (
+            isinstance(source, cst.Call)
+            and isinstance(source.func, cst.Name)
+            and source.func.value == "enumerate"
+            and isinstance(target, (cst.Tuple, cst.List))
+            and len(target.elements) == 2
+        ):
+            target = target.elements[1].value  # not the counter
+        return self._stream_batching(stream, set(target_names(target)))
+
+    def _next_batching(self, loop: Loop, loop_path: list[cst.CSTNode]) -> Batching | None:
+        """`batch = next(train_ds)`, or `next(train_ds)` passed to the call, in the body of a
+        `for step in range(n)` / `while` loop, where `train_ds` iterates such a pipeline, or is
+        a generator of the file yielding ragged slices created before the loop (one created in
+        the loop starts over: its first batch is full). The message names the first such draw."""
+        found: Batching | None = None
+        for node in iter_subtree(loop.body, into_scopes=False):
+            if not (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Name)
+                and node.func.value == "next"
+                and len(node.args) == 1
+                and node.args[0].keyword is None
+                and not node.args[0].star
+                and self.ctx.is_builtin("next", loop_path, anchor=node)
+            ):
+                continue
+            path = [*loop_path, node]
+            source = node.args[0].value
+            if not self._made_before(source, loop, path):
+                continue  # `next(iter(ds))`: a new pass each time, its first batch
+            stream = self.streams.stream(source, path)
+            if stream is not None and stream.hf:
+                # A Hugging Face `.iter()` does not repeat: drawn a counted number of times
+                # (`len(ds) // bs` per epoch, as usual), it may never reach its last batch.
+                continue
+            if stream is not None and stream.ragged is not None:
+                batching: Batching | None = self._stream_batching(stream, set())
+            else:
+                batching = self._drawn_generator(source, loop, path)
+            if batching is not None:
+                found = found or batching
+                found.draws.append(node)
+        return found
+
+    def _made_before(self, source: cst.BaseExpression, loop: Loop, path: list[cst.CSTNode]) -> bool:
+        """Whether `source`, drawn from with `next` in `loop`, is a name assigned before the
+        loop: an iterator made in the loop (or in the `next` call) starts over every time."""
+        if not isinstance(source, cst.Name):
+            return False
+        found = self.streams.binding(source, path)
+        return found is not None and found[0] is not None and not any(n is found[0] for n in iter_subtree(loop))
+
+    def _drawn_generator(self, source: cst.BaseExpression, loop: Loop, path: list[cst.CSTNode]) -> Batching | None:
+        """`gen` in `next(gen)`, where `gen = batches(x, bs)` (or `iter(batches(...))`),
+        assigned before `loop`, and `def batches` in this file yields ragged slices."""
+        assert isinstance(source, cst.Name)
+        found = self.streams.binding(source, path)
+        if found is None:
+            return None
+        value, value_path, element = found
+        if value is None or element >= 0:
+            return None
+        scope_path = value_path[:-1]
+        if (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Name)
+            and value.func.value == "iter"
+            and len(value.args) == 1
+            and value.args[0].keyword is None
+            and not value.args[0].star
+            and self.ctx.is_builtin("iter", scope_path, anchor=value)
+        ):
+            value = value.args[0].value
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+            return None
+        if self.ctx.resolve(value.func, scope_path, anchor=value) is not None:
+            return None
+        return self._generator(value.func.value, scope_path)
+
+    def _stream_batching(self, stream: Stream, names: set[str]) -> Batching:
+        if stream.passed is not None:
+            return Batching(
+                "split",
+                f"`{stream.passed}`, the data loader or dataset that other modules pass (batched keeping the remainder),",
+                "unless the number of examples is a multiple of the batch size",
+                names=names,
+            )
+        batch = stream.ragged
+        assert batch is not None
+        size = batch.args[0].value if batch.args else None
+        source = "the dataset batched with"
+        operation = self.ctx.resolve(batch.func, anchor=batch) if stream.loader else None
+        if stream.imported:
+            return Batching(
+                "split",
+                f"`{shorten(self._code(batch.func))}(...)`, whose batches (another module's loader, "
+                "dataset or generator) keep the remainder,",
+                "unless the number of examples is a multiple of the batch size",
+                names=names,
+            )
+        if stream.chunks:
+            return Batching(
+                "split",
+                f"`{shorten(self._code(batch), 60)}`",
+                "unless the group size divides the number of items",
+                names=names,
+            )
+        if stream.hf and isinstance(batch.func, cst.Attribute):
+            spelled = ", ".join(self._code(a.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for a in batch.args[:1])
+            where = f"`.{batch.func.attr.value}({spelled})` without `drop_last_batch=True`"
+        elif isinstance(batch.func, cst.Attribute) and batch.func.attr.value in ("batch", "padded_batch"):
+            where = f"`.{batch.func.attr.value}({self._code(size) if size is not None else ''})` without `drop_remainder=True`"
+        elif operation in _jaxapi.BATCH_OPERATIONS:
+            source = "the data loader batching with"
+            where = f"`{shorten(self._code(batch.func))}(...)` without `{_jaxapi.BATCH_OPERATIONS[operation]}=True`"  # type: ignore[index]
+        elif stream.loader:
+            source = "the data loader"
+            keyword = _jaxapi.DATA_LOADERS.get(operation or "", "drop_last")
+            where = f"`{shorten(self._code(batch.func))}(..., batch_size=...)` without `{keyword}=True`"
+        else:
+            where = f"`{shorten(self._code(batch.func))}(..., batch_size=...)`"
+        return Batching(
+            "dataset",
+            f"{source} {where}",
+            "unless the number of examples is a multiple of the batch size",
+            names=names,
+            drop=stream.drop if stream.shuffled else None,
+        )
+
+    def _range_batching(self, loop: cst.For, source: cst.Call, index: str) -> Batching | None:
+        args = [a.value for a in source.args]
+        if any(a.keyword is not None or a.star for a in source.args):
+            return None
+        if len(args) == 3:
+            stop, step = args[1], args[2]
+            if self._drops_remainder(stop, step, loop) or self._single_rows(step, loop):
+                return None
+            slices = _step_slices(loop, index, step)
+            if not slices:
+                return None
+            text = self._code(slices[0])
+            return Batching(
+                "range",
+                f"`{text}` over `{self._code(source)}`",
+                f"unless `{self._code(stop)}` is a multiple of `{self._code(step)}`",
+                slices=slices,
+                step=step,
+            )
+        if len(args) in (1, 2):
+            count = args[-1]
+            if len(args) == 2 and not (isinstance(args[0], cst.Integer) and args[0].value == "0"):
+                return None
+            if not self._ceil_count(count, loop):
+                return None
+            slices = _count_slices(loop, index)
+            if not slices:
+                return None
+            return Batching(
+                "count",
+                f"`{self._code(slices[0])}` over `{self._code(source)}`",
+                "(the number of batches is rounded up)",
+                slices=slices,
+            )
+        return None
+
+    def _listed(self, source: cst.BaseExpression, path: list[cst.CSTNode]) -> Batching | None:
+        """`[x[i:i + bs] for i in range(0, n, bs)]` (or a generator expression), spelled in the
+        loop header or assigned to the name it iterates: a list of batches, the last smaller."""
+        if isinstance(source, cst.Name):
+            found = self.streams.binding(source, path)
+            if found is None or found[0] is None or found[2] >= 0:
+                return None
+            source, path = found[0], found[1][:-1]  # type: ignore[assignment]
+        batching = self._comprehension(source, path)
+        if batching is None:
+            return None
+        code = self._code(source)
+        return Batching("generator", f"`{shorten(code, 60)}`, a list of {batching.cut},", batching.why)
+
+    def _comprehension(self, comp: cst.BaseExpression, path: list[cst.CSTNode]) -> Batching | None:
+        """How a comprehension over `range(...)` cuts ragged slices, as the loop it stands for."""
+        if not isinstance(comp, (cst.ListComp, cst.GeneratorExp)):
+            return None
+        for_in = comp.for_in
+        if for_in.inner_for_in is not None or for_in.ifs or not isinstance(for_in.target, cst.Name):
+            return None
+        source = _unwrap(for_in.iter, self._resolver([*path, comp]))
+        if not (isinstance(source, cst.Call) and isinstance(source.func, cst.Name) and source.func.value == "range"):
+            return None
+        loop = cst.For(
+            target=for_in.target,
+            iter=source,
+            body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Expr(comp.elt)])]),
+        )
+        self._loops.append(loop)
+        self._scopes[id(loop)] = next(
+            (n for n in reversed(path) if isinstance(n, cst.FunctionDef)), self.ctx.module
+        )
+        self._paths[id(loop)] = path
+        batching = self._range_batching(loop, source, for_in.target.value)
+        if batching is None or mentions_padding(comp) or self._checks_divisibility(loop, batching.step):
+            return None
+        return batching
+
+    def _generator(self, name: str, path: list[cst.CSTNode]) -> Batching | None:
+        """How the generator `name` cuts its batches, when `def name`, visible from `path`, is
+        one of this file that yields ragged slices (`for i in range(0, n, bs): yield x[i:i +
+        bs]`, `yield tree_map(lambda a: a[idx[i:i + bs]], data)`), returns a list of them
+        (appended in such a loop, or a comprehension), or a class of the file whose `__iter__`
+        does."""
+        found = self.ctx.device._local_def(name, path)
+        if found is None:
+            found = _iter_method(self.ctx, name, path)
+        if found is None or found[0] is None:
+            return None
+        return self._generator_of(name, found[0], found[1])
+
+    def _generator_of(self, name: str, function: cst.FunctionDef, outer: tuple[cst.CSTNode, ...]) -> Batching | None:
+        """`_generator` for the `def function` whose ancestors are `outer`."""
+        inner_path = [*outer, function, function.body]
+        returned = returned_names(function)
+        for node in iter_subtree(function.body, into_scopes=False):
+            if isinstance(node, cst.Return) and node.value is not None:
+                listed = self._comprehension(node.value, [*inner_path, node])
+                if listed is not None:
+                    return Batching("generator", f"`{name}(...)`, which returns a list of {listed.cut},", listed.why)
+        for inner in iter_subtree(function.body, into_scopes=False):
+            if not isinstance(inner, cst.For) or not isinstance(inner.target, cst.Name):
+                continue
+            inner_source = _unwrap(inner.iter, self._resolver(inner_path))
+            if not (
+                isinstance(inner_source, cst.Call)
+                and isinstance(inner_source.func, cst.Name)
+                and inner_source.func.value == "range"
+            ):
+                continue
+            self._scopes[id(inner)] = function
+            self._paths[id(inner)] = inner_path
+            batching = self._range_batching(inner, inner_source, inner.target.value)
+            if batching is None or mentions_padding(inner) or self._checks_divisibility(inner, batching.step):
+                continue
+            if _skips_short(inner):
+                continue
+            _derive_names(inner, batching)  # `idx = perm[i * bs:(i + 1) * bs]; yield x[idx]`
+            for node in iter_subtree(inner.body, into_scopes=False):
+                if isinstance(node, cst.Yield) and node.value is not None and batching.feeds(node.value):
+                    return Batching(
+                        "generator",
+                        f"`{name}(...)`, which yields {batching.cut},",
+                        batching.why,
+                    )
+                if _appends_to(node, returned) and batching.feeds(node.args[0].value):  # type: ignore[attr-defined]
+                    return Batching(
+                        "generator",
+                        f"`{name}(...)`, which returns a list of {batching.cut},",
+                        batching.why,
+                    )
+        return None
+
+    def _drops_remainder(self, stop: cst.BaseExpression, step: cst.BaseExpression, loop: cst.For, depth: int = 0) -> bool:
+        """`n - bs + 1`, `n - bs`, `n // bs * bs`, `n - n % bs`, or a name set to one; or
+        `min(...)` of one of those and anything else (`min(n - bs, max_steps)`): the loop
+        stops a full batch before the end either way."""
+        step_text = self._code(step)
+        for expr in [stop, *self.assigned(stop, loop)]:
+            if (
+                depth < 3
+                and isinstance(expr, cst.Call)
+                and isinstance(expr.func, cst.Name)
+                and expr.func.value == "min"
+                and self.ctx.is_builtin("min", anchor=expr)
+                and any(not a.star and self._drops_remainder(a.value, step, loop, depth + 1) for a in expr.args)
+            ):
+                return True
+            text = " ".join(self._code(expr).split())
+            if f"- {step_text}" in text or f"-{step_text}" in text:
+                return True
+            if f"// {step_text}" in text or f"//{step_text}" in text or f"% {step_text}" in text:
+                return True
+        return False
+
+    def _single_rows(self, step: cst.BaseExpression, loop: cst.For) -> bool:
+        """A step the code sets to 1 at most (`blocks = 1`, `range(0, n, blocks)`): every slice
+        `x[i:i + 1]` holds one row, the last one too."""
+        path = self._paths.get(id(loop))
+        if path is None:
+            try:
+                path = self.ctx.ancestors_of(loop)
+            except ValueError:
+                return False
+        size = integer_value(self.ctx, step, [*path, loop])
+        return size is not None and size <= 1
+
+    def _ceil_count(self, count: cst.BaseExpression, loop: cst.For) -> bool:
+        """A number of batches rounded up: `ceil(n / bs)`, `(n + bs - 1) // bs`,
+        `-(-n // bs)`, `n // bs + (n % bs > 0)`, `n // bs + 1`, or a name set to one."""
+        for expr in [count, *self.assigned(count, loop)]:
+            for node in iter_subtree(expr):
+                if isinstance(node, cst.Call) and self.ctx.resolve(node.func, anchor=node) in _CEILS:
+                    return True
+                if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len":
+                    if node.args and isinstance(node.args[0].value, cst.Call):
+                        inner = node.args[0].value
+                        if self.ctx.resolve(inner.func, anchor=inner) in _SPLITS:
+                            return True
+            if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+                inner = expr.expression
+                if isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.FloorDivide):
+                    if isinstance(inner.left, cst.UnaryOperation) and isinstance(inner.left.operator, cst.Minus):
+                        return True
+            if isinstance(expr, cst.BinaryOperation):
+                if isinstance(expr.operator, cst.FloorDivide) and isinstance(expr.left, cst.BinaryOperation):
+                    left = "".join(self._code(expr.left).split())
+                    if "+" in left and left.rstrip(")").endswith("-1"):
+                        return True  # (n + bs - 1) // bs
+                if isinstance(expr.operator, cst.Add) and any(
+                    self._quotient(side, loop) for side in (expr.left, expr.right)
+                ):
+                    return True  # n // bs + (n % bs > 0), n // bs + 1, full + bool(rest)
+        return False
+
+    def _quotient(self, expr: cst.BaseExpression, loop: cst.For) -> bool:
+        """`n // bs`, or a name set to one or to `divmod(n, bs)` (`full, rest = divmod(n,
+        bs)`): the number of full batches."""
+        for value in [expr, *self.assigned(expr, loop)]:
+            if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.FloorDivide):
+                return True
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "divmod":
+                if self.ctx.is_builtin("divmod", anchor=value):
+                    return True
+        return False
+
+    def assigned(self, expr: cst.BaseExpression, loop: cst.For) -> list[cst.BaseExpression]:
+        """The values the enclosing function (or module) assigns to the name `expr`."""
+        if not isinstance(expr, cst.Name):
+            return []
+        scope = self.scope(loop)
+        values = assigned_in(scope, expr.value)
+        if values:
+            return values
+        # A name of an enclosing function or the module (a generator nested in `main`).
+        path = self._paths.get(id(loop))
+        if path is None:
+            path = next((list(self.ctx.ancestors[:i]) for i, n in enumerate(self.ctx.ancestors) if n is loop), None)
+        if path is None:
+            return []
+        owner = self.ctx.binding_owner(expr.value, [*path, loop, loop.body, expr])
+        if owner is None or owner is scope:
+            return []
+        return assigned_in(owner, expr.value)
+
+    def _checks_divisibility(self, loop: cst.For, step: cst.BaseExpression | None) -> bool:
+        """`assert n % bs == 0` (or `!= 0` with a raise) somewhere in the function."""
+        if step is None:
+            return False
+        scope = self.scope(loop)
+        for node in iter_subtree(scope, into_scopes=False):
+            if isinstance(node, cst.Comparison) and isinstance(node.left, cst.BinaryOperation):
+                left = node.left
+                if (
+                    isinstance(left.operator, cst.Modulo)
+                    and _same(left.right, step)
+                    and any(isinstance(c.operator, (cst.Equal, cst.NotEqual)) for c in node.comparisons)
+                ):
+                    return True
+        return False
+
+    def scope(self, loop: cst.For) -> cst.CSTNode:
+        """The function (or module) whose body holds `loop`."""
+        known = self._scopes.get(id(loop))
+        if known is not None:
+            return known
+        return self.ctx.enclosing_function() or self.ctx.module
+
+
+def _unwrap(expr: cst.BaseExpression, resolve) -> cst.BaseExpression:  # type: ignore[no-untyped-def]
+    """`range(...)` out of `tqdm(range(...), ...)` / `trange(a, b, c, desc=...)` (tqdm's
+    `trange(*args, **kwargs)` is `tqdm(range(*args), **kwargs)`), from `tqdm`, `tqdm.auto`,
+    `tqdm.notebook`, ... `resolve(func, call)` gives the callee's qualified name; a name that
+    resolves to no import is matched by its spelling (a star import, a notebook's earlier cell)."""
+    if not isinstance(expr, cst.Call) or not isinstance(expr.func, (cst.Name, cst.Attribute)):
+        return expr
+    name = resolve(expr.func, expr)
+    if name is not None:
+        parts = name.split(".")
+        if parts[0] != "tqdm":
+            return expr
+        func = parts[-1]
+    else:
+        func = expr.func.value if isinstance(expr.func, cst.Name) else expr.func.attr.value
+    positional = [a for a in expr.args if a.keyword is None and not a.star]
+    if func == "tqdm" and positional:
+        return _unwrap(positional[0].value, resolve)
+    if func == "trange" and positional and not any(a.star for a in expr.args):
+        args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(positional) - 1 else a for i, a in enumerate(positional)]
+        return expr.with_changes(func=cst.Name("range"), args=args)
+    return expr
+
+
+def _iter_method(ctx, name: str, path: list[cst.CSTNode]):  # type: ignore[no-untyped-def]
+    """`(def __iter__, its scope path)` of the class `name`, when the file binds `name` once,
+    to a class with an `__iter__` method (`for x in Batches(data, bs)` runs it)."""
+    bindings = ctx.bindings.of(name, path)
+    if len(bindings) != 1 or not isinstance(bindings[0].node, cst.ClassDef):
+        return None
+    node = bindings[0].node
+    for statement in getattr(node.body, "body", ()):
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == "__iter__":
+            if isinstance(statement.body, cst.IndentedBlock):
+                return statement, (*bindings[0].path, node, node.body)
+    return None
+
+
+def returned_names(function: cst.FunctionDef) -> set[str]:
+    """The names `function` returns as they are (`return batches`, `return tuple(batches),
+    key`), not a value computed from them (`return jnp.concatenate(parts)`)."""
+    found: set[str] = set()
+    for node in iter_subtree(function.body, into_scopes=False):
+        if isinstance(node, cst.Return) and node.value is not None:
+            value = node.value
+            for element in [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]:
+                if (
+                    isinstance(element, cst.Call)
+                    and isinstance(element.func, cst.Name)
+                    and element.func.value in ("tuple", "list")
+                    and len(element.args) == 1
+                ):
+                    element = element.args[0].value
+                if isinstance(element, cst.Name):
+                    found.add(element.value)
+    return found
+
+
+def _appends_to(node: cst.CSTNode, names: set[str]) -> bool:
+    """`batches.append(x)` for a list `batches` of `names`."""
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "append"
+        and isinstance(node.func.value, cst.Name)
+        and node.func.value.value in names
+        and len(node.args) == 1
+        and not node.args[0].star
+    )
+
+
+def _same(a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    return _plain(a).replace(" ", "") == _plain(b).replace(" ", "")
+
+
+def _upper_ok(upper: cst.BaseExpression, index: str, step: cst.BaseExpression) -> bool:
+    """`i + bs` (or `bs + i`), or `min(i + bs, n)`."""
+    if isinstance(upper, cst.Call) and isinstance(upper.func, cst.Name) and upper.func.value == "min":
+        return any(_upper_ok(a.value, index, step) for a in upper.args)
+    if isinstance(upper, cst.BinaryOperation) and isinstance(upper.operator, cst.Add):
+        left, right = upper.left, upper.right
+        return (isinstance(left, cst.Name) and left.value == index and _same(right, step)) or (
+            isinstance(right, cst.Name) and right.value == index and _same(left, step)
+        )
+    return False
+
+
+def _bound_slices(loop: cst.For, match) -> list[cst.Subscript]:  # type: ignore[no-untyped-def]
+    """Subscripts in the loop body with a slice element `lower:upper` that `match(lower,
+    upper)` accepts, following local names (`end = i + bs` then `x[i:end]`)."""
+    local: dict[str, cst.BaseExpression] = {}
+    for node in iter_subtree(loop.body, into_scopes=False):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            local[node.targets[0].target.value] = node.value
+    found = []
+    for node, shadowed in _body_nodes(loop.body):
+        if not isinstance(node, cst.Subscript):
+            continue
+        for element in node.slice:
+            part = element.slice
+            if isinstance(part, cst.Slice) and part.lower is not None and part.upper is not None and part.step is None:
+                if shadowed and (free_names(part.lower) | free_names(part.upper)) & shadowed:
+                    continue  # `lambda i: x[i:i + bs]`: not the loop's `i`
+                lower = _expand(part.lower, local)
+                upper = _expand(part.upper, local)
+                if match(lower, upper):
+                    found.append(node)
+                    break
+    return found
+
+
+def _body_nodes(body: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, frozenset[str]]]:
+    """The nodes of a loop body, entering lambdas (`tree_map(lambda a: a[i:i + bs], data)`
+    runs in the loop), not defs or classes; each with the names the lambdas around it bind."""
+    stack: list[tuple[cst.CSTNode, frozenset[str]]] = [(body, frozenset())]
+    while stack:
+        root, shadowed = stack.pop()
+        for node in iter_subtree(root, into_scopes=False):
+            if isinstance(node, cst.Lambda) and node is not root:
+                params = frozenset(_lambda_params(node.params))
+                stack.append((node.body, shadowed | params))
+            else:
+                yield node, shadowed
+
+
+def _lambda_params(params: cst.Parameters) -> list[str]:
+    """The names a lambda's parameters bind."""
+    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.append(star.name.value)
+    return names
+
+
+def _expand(expr: cst.BaseExpression, local: dict[str, cst.BaseExpression]) -> cst.BaseExpression:
+    """`expr` with the names the loop body assigns replaced by their values (one level:
+    `end = start + bs` with `start = b * bs` gives `b * bs + bs`)."""
+    if isinstance(expr, cst.Name):
+        value = local.get(expr.value)
+        if value is None:
+            return expr
+        return value.visit(_Substitute({k: v for k, v in local.items() if k != expr.value}))  # type: ignore[return-value]
+    return expr.visit(_Substitute(local))  # type: ignore[return-value]
+
+
+class _Substitute(cst.CSTTransformer):
+    def __init__(self, local: dict[str, cst.BaseExpression]) -> None:
+        super().__init__()
+        self._local = local
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        value = self._local.get(original.value)
+        if value is None:
+            return updated
+        if isinstance(value, (cst.Name, cst.Integer, cst.Attribute, cst.Call)):
+            return value
+        return value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def _step_slices(loop: cst.For, index: str, step: cst.BaseExpression) -> list[cst.Subscript]:
+    def match(lower: cst.BaseExpression, upper: cst.BaseExpression) -> bool:
+        return isinstance(lower, cst.Name) and lower.value == index and _upper_ok(upper, index, step)
+
+    return _bound_slices(loop, match)
+
+
+def _count_slices(loop: cst.For, index: str) -> list[cst.Subscript]:
+    """`x[b * bs:(b + 1) * bs]`, `x[b * bs:b * bs + bs]`, `min(..., n)` uppers."""
+
+    def product(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+        """`bs` for `b * bs` / `bs * b`."""
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+            if isinstance(expr.left, cst.Name) and expr.left.value == index:
+                return expr.right
+            if isinstance(expr.right, cst.Name) and expr.right.value == index:
+                return expr.left
+        return None
+
+    def match(lower: cst.BaseExpression, upper: cst.BaseExpression) -> bool:
+        size = product(lower)
+        if size is None:
+            return False
+        if isinstance(upper, cst.Call) and isinstance(upper.func, cst.Name) and upper.func.value == "min":
+            return any(match(lower, a.value) for a in upper.args)
+        if isinstance(upper, cst.BinaryOperation) and isinstance(upper.operator, cst.Multiply):
+            # (b + 1) * bs
+            for factor, other in ((upper.left, upper.right), (upper.right, upper.left)):
+                if _same(other, size) and isinstance(factor, cst.BinaryOperation) and isinstance(factor.operator, cst.Add):
+                    if "".join(_plain(factor).split()) in (f"{index}+1", f"1+{index}"):
+                        return True
+        if isinstance(upper, cst.BinaryOperation) and isinstance(upper.operator, cst.Add):
+            return (_same(upper.left, lower) and _same(upper.right, size)) or (
+                _same(upper.right, lower) and _same(upper.left, size)
+            )
+        return False
+
+    return _bound_slices(loop, match)
+
+
+def _plain(node: cst.CSTNode) -> str:
+    code = cst.Module([]).code_for_node(node)
+    return code.strip("() ")
+
+
+def _derive_names(loop: Loop, batching: Batching) -> None:
+    """Add the names the loop body assigns from a ragged slice or batch (`batch = {"x":
+    x[s:e]}`, `xb = jnp.asarray(batch)`); not a state the loop updates with a batch
+    (`params = train_step(params, batch)`: the new `params` has the old one's shape)."""
+    assigns = [n for n in iter_subtree(loop.body, into_scopes=False) if isinstance(n, cst.Assign)]
+    for _ in range(3):
+        for node in assigns:
+            if batching.feeds(node.value):
+                bound = {n for t in node.targets for n in target_names(t.target)}
+                if (bound - batching.names) & free_names(node.value):
+                    continue
+                batching.names |= bound
+
+
+def assigned_in(scope: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
+    """The values that assignments in `scope` (not its nested defs) give `name`."""
+    return [
+        node.value
+        for node in iter_subtree(scope, into_scopes=False)
+        if isinstance(node, cst.Assign) and any(name in target_names(t.target) for t in node.targets)
+    ]
+
+
+def _skips_short(loop: Loop) -> bool:
+    """`if len(x) < bs: continue` / `if x.shape[0] != bs: break`: short batches never reach
+    the call."""
+    for node in iter_subtree(loop.body, into_scopes=False):
+        if isinstance(node, cst.If):
+            test = cst.Module([]).code_for_node(node.test)
+            if ("len(" in test or ".shape" in test) and any(
+                isinstance(n, (cst.Continue, cst.Break, cst.Return, cst.Raise)) for n in iter_subtree(node.body, into_scopes=False)
+            ):
+                return True
+    return False
+
