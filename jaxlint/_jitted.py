@@ -40,6 +40,10 @@ class JitIndex:
     # Names of functions handed to a jit wrapper somewhere (`jax.jit(loss)`): their bodies
     # are traced, even where the function itself is not called through the wrapper.
     traced: set[str] = field(default_factory=set)
+    # Ids of the defs a factory of the file returns where a jit wrapper is handed the
+    # factory's result (`jax.jit(jax.vmap(make_train(config)))`, `make_train` returning its
+    # nested `def train`): their bodies run only under that trace.
+    traced_defs: set[int] = field(default_factory=set)
     # (id of the scope that binds it, name) → jit API, or `_CONFLICT`.
     _scoped: dict[tuple[int, str], str] = field(default_factory=dict)
     # (id of the class, attribute) → jit API of `self.attr = jax.jit(...)` in its methods.
@@ -68,6 +72,7 @@ class JitIndex:
         holders: dict[tuple[int, str], str] = {}
         holder_calls: list[tuple[int, cst.Assign, Sequence[cst.CSTNode]]] = []
         functions: dict[int, tuple[cst.FunctionDef, cst.CSTNode]] = {}  # id → (def, its owner)
+        made_calls: list[tuple[str, int]] = []  # factories whose result a jit wrapper is handed
 
         def bind(key: tuple[int, str], api: str) -> None:
             if jitted.setdefault(key, api) != api:
@@ -118,8 +123,12 @@ class JitIndex:
                     holder_calls.append((id(owner), node, path))
             elif isinstance(node, cst.Call):
                 api = index._wrapper_of(node.func, path)
-                if api is not None and node.args and isinstance(node.args[0].value, cst.Name):
-                    index.traced.add(node.args[0].value.value)
+                if api is not None and node.args:
+                    handed = index._unwrap_transforms(node.args[0].value, path)
+                    if isinstance(handed, cst.Name):
+                        index.traced.add(handed.value)
+                    elif isinstance(handed, cst.Call) and isinstance(handed.func, cst.Name):
+                        made_calls.append((handed.func.value, id(owner)))
         # Factories: `def make_step(): ...; return jax.jit(step)` (or a jitted local def, or a
         # tuple of them), so `step = make_step(cfg)` binds a jitted callable.
         factories = {
@@ -177,6 +186,10 @@ class JitIndex:
                 continue  # `f = jax.jit(f)` after `def f` or `f = make()`: wrapped in place
             if key in others or (key in plain_defs and key[1] not in index.traced):
                 jitted[key] = _CONFLICT
+        for name, scope in made_calls:
+            for function, owner in functions.values():
+                if function.name.value == name and id(owner) in (scope, id(ctx.module)):
+                    index.traced_defs.update(_returned_defs(function, returns.get(id(function), [])))
         index._scoped = jitted
         for (_, name), api in jitted.items():
             if api != _CONFLICT:
@@ -185,6 +198,17 @@ class JitIndex:
         index._rebound = {k: v for k, v in rebound.items() if v != _CONFLICT}
         index._holders = {k: v for k, v in holders.items() if v != _CONFLICT and k not in jitted and k not in plain_defs}
         return index
+
+    def _unwrap_transforms(self, expr: cst.BaseExpression, path: Sequence[cst.CSTNode]) -> cst.BaseExpression:
+        """The function under transformations: `g` for `jax.vmap(jax.grad(g), ...)`."""
+        for _ in range(8):
+            if not (isinstance(expr, cst.Call) and expr.args and not expr.args[0].star):
+                return expr
+            name = self.ctx.resolve(expr.func, path, anchor=expr)
+            if name is None or name not in _jaxapi.TRANSFORMS:
+                return expr
+            expr = expr.args[0].value
+        return expr
 
     def _holder_returns(self, values: list[cst.BaseExpression | None], function: cst.FunctionDef) -> str | None:
         """The jit API of what every `return` of `function` gives, when each builds an object
@@ -383,13 +407,25 @@ class JitIndex:
         for index, node in enumerate(ancestors):
             if isinstance(node, cst.FunctionDef):
                 name = node.name.value
-                if name in self.traced:
+                if name in self.traced or id(node) in self.traced_defs:
                     return True
                 if name in self.functions and self.jitted_def(node, _owner(ancestors[:index], self.ctx.module)):
                     return True
                 if self._traced_by_callers(node):
                     return True
         return False
+
+
+def _returned_defs(function: cst.FunctionDef, values: list[cst.BaseExpression | None]) -> set[int]:
+    """The ids of the defs nested in `function` that every one of its `return`s (`values`)
+    gives by name (`return train`); empty when a return gives anything else."""
+    if not values or not isinstance(function.body, cst.IndentedBlock):
+        return set()
+    nested = {s.name.value: s for s in function.body.body if isinstance(s, cst.FunctionDef)}
+    names = {v.value for v in values if isinstance(v, cst.Name)}
+    if len(names) != 1 or any(not isinstance(v, cst.Name) for v in values) or not names <= set(nested):
+        return set()
+    return {id(nested[names.pop()])}
 
 
 def _spelled(module: cst.Module, node: cst.CSTNode, limit: int = 40) -> str:
