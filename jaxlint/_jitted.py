@@ -125,10 +125,14 @@ class JitIndex:
                 api = index._wrapper_of(node.func, path)
                 if api is not None and node.args:
                     handed = index._unwrap_transforms(node.args[0].value, path)
+                    made = [handed]
                     if isinstance(handed, cst.Name):
                         index.traced.add(handed.value)
-                    elif isinstance(handed, cst.Call) and isinstance(handed.func, cst.Name):
-                        made_calls.append((handed.func.value, id(owner)))
+                        # `train = make_train(config)`, then `jax.jit(train)`
+                        made = [b.value for b in ctx.bindings.of(handed.value, [*path, node]) if b.value is not None]
+                    for value in made:
+                        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+                            made_calls.append((value.func.value, id(owner)))
         # Factories: `def make_step(): ...; return jax.jit(step)` (or a jitted local def, or a
         # tuple of them), so `step = make_step(cfg)` binds a jitted callable.
         factories = {
