@@ -39,8 +39,7 @@ clock (started once before a loop and read on each of its iterations without a r
 elapsed-time total, or a throughput over the whole run such as steps per second, off by at
 most the step in flight, with the first compile amortised over the run),
 for functions it does not know to dispatch device work, for code inside jitted functions
-(or a function a factory returns to a jit wrapper: `jax.jit(jax.vmap(make_train(config)))`), for
-test code (a test file, a `test*` function, a method of a test class), and
+(or a function a factory returns to a jit wrapper: `jax.jit(jax.vmap(make_train(config)))`), and
 for `eqx.filter_jit` calls: since equinox 0.11.8 they block on their own result before
 returning, so their timing is (accidentally) correct. It also stays silent when the only
 unwaited work is set-up too small to matter (`jnp.zeros`, `jax.random.split`, an array of
@@ -118,7 +117,6 @@ import re
 
 import libcst as cst
 
-from jaxlint._callgraph import in_test
 from jaxlint._frequency import describe_loop
 from jaxlint._waits import DeviceFlow, Step, Work, dispatch_evidence
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
@@ -146,8 +144,6 @@ class UnsyncedTiming(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        if not ctx.is_call_to(node, TIMERS | TIMEIT) or in_test(ctx, ctx.ancestors):
-            return  # test code, which no rule reports: a test checks behaviour, it is no run whose figures anyone reads
         if ctx.is_call_to(node, TIMERS):
             if not ctx.jit.is_traced(ctx.ancestors):
                 region = self._regions.region(node, ctx.ancestors)
