@@ -92,12 +92,14 @@ def loop_runs(
     (`layers`, `params`, `devices`); otherwise data, steps or an open `while`: many.
     `compiles`: for a compile per iteration, a model's layers or blocks are many
     (`runs_many_times(compiles=True)`).
-    `calls`: for a cost paid on each iteration that is small on its own (a wait for the
-    device, a copy): a loop paced by a sleep on every iteration is few (the device finishes
-    its work while the host sleeps, so a wait for it costs nothing more). A spelled count is
-    read as for any other cost: reading counts below a hundred as few, as missing-jit does
-    for dispatches, took true sites off host-copy-in-loop's test split (e8bd38a)."""
-    from ._callgraph import counts_few_things, paced, runs_many_times
+    `calls`: for a cost paid on each iteration that is small on its own (a dispatch, a wait
+    for the device, a copy), as `runs_many_times(calls=True)` reads it: a count spelled below
+    `FEW_CALLS` is few (`python bench/sync_cost.py` on an H100: a copy per iteration of a
+    jitted step cost 0.2-0.4 ms, so under a hundred of them lose at most some 40 ms per run of
+    the loop, however slow the loop is against the one that keeps its values on the device),
+    and so is a loop paced by a sleep on every iteration (the device finishes its work while the
+    host sleeps, so a wait for it costs nothing more)."""
+    from ._callgraph import FEW_CALLS, counts_few_things, paced, runs_many_times
 
     header = _header(ctx, loop)
     if calls and isinstance(loop, (cst.For, cst.While)) and paced(ctx, loop):
@@ -108,7 +110,7 @@ def loop_runs(
         return LoopRuns(Often.FEW, f"once per epoch, seed or configuration (`{header}`)")
     count = iteration_count(ctx, loop, ancestors)
     if count is not None:
-        often = Often.FEW if count <= FEW else Often.MANY
+        often = Often.FEW if count <= (FEW_CALLS - 1 if calls else FEW) else Often.MANY
         return LoopRuns(often, f"{count} time{'s' if count != 1 else ''} (`{header}`)", count)
     if isinstance(loop, cst.For) and _over_dict_entries(loop.iter):
         return LoopRuns(Often.FEW, f"over the entries of a dict (`{header}`)")

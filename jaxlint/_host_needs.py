@@ -33,6 +33,7 @@ __all__ = [
     "carried",
     "decided_on",
     "derived",
+    "ends_timing",
     "feeds_host_library",
     "handed_to_host_library",
     "is_assertion",
@@ -48,6 +49,52 @@ __all__ = [
 def statement_of(path: list[cst.CSTNode]) -> cst.CSTNode | None:
     """The innermost statement line or compound statement on `path`."""
     return next((n for n in reversed(path) if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement))), None)
+
+
+def ends_timing(ctx: FileContext, path: list[cst.CSTNode]) -> bool:
+    """Whether the statement at the end of `path` sits between two reads of a clock in its
+    block: a clock started earlier in the block (`start = time.perf_counter()`), then this
+    statement, then at once the second read (`end = time.perf_counter()`, or
+    `elapsed = time.perf_counter() - start`). A copy there (`energy = float(out[0])`) is the
+    wait a timing needs before its second read (unsynced-timing asks for one), not a stall to
+    remove: moving it after the loop would time the dispatch. A clock read that is not such an
+    assignment (a throughput printed from a clock started before the loop) does not count."""
+    from ._timing import is_timer_read
+
+    statement = statement_of(path)
+    if statement is None:
+        return False
+    index = next((i for i, n in enumerate(path) if n is statement), None)
+    block = path[index - 1] if index else None
+    if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+        return False
+    body = list(block.body)
+    position = next((i for i, n in enumerate(body) if n is statement), None)
+    if position is None or position + 1 >= len(body):
+        return False
+    around = list(path[:index])
+
+    def clock_read(line: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
+        """`NAME = <clock read>...` as (NAME, the value), else None."""
+        if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+            return None
+        small = line.body[0]
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+            return None
+        value = small.value
+        read = value.left if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Subtract) else value
+        if not (isinstance(read, cst.Call) and is_timer_read(ctx, read, [*around, line, small, value])):
+            return None
+        return small.targets[0].target.value, value
+
+    end = clock_read(body[position + 1])
+    if end is None:
+        return False
+    started = {read[0] for line in body[:position] if (read := clock_read(line)) is not None and not isinstance(read[1], cst.BinaryOperation)}
+    value = end[1]
+    if isinstance(value, cst.BinaryOperation):
+        return isinstance(value.right, cst.Name) and value.right.value in started
+    return bool(started)
 
 
 def needed_now(ctx: FileContext, node: cst.Call, path: list[cst.CSTNode] | None = None) -> bool:

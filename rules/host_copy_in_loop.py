@@ -76,6 +76,10 @@ simulator state stored into the object `mujoco.mj_forward` is given, an image fo
 `PIL.Image.fromarray`: `library.toml`'s `host-consumers`, and the methods of an object one
 made: `env = gym.make(name)`, then `env.step(action)`; `es = cma.CMAEvolutionStrategy(...)`,
 then `es.tell(solutions, np.array(scores))`),
+for a copy between two reads of a clock started in the same block (`t0 = time.perf_counter()`,
+the jitted call, `v = float(out[0])`, then at once `t1 = time.perf_counter()`): the wait a
+timing needs (unsynced-timing asks for one), which the loop pays on every iteration anyway;
+a throughput read from a clock started before the loop is no such wait,
 in a loop that waits for the device on every iteration anyway because it needs one fresh
 value at once (an index `log_probs[int(action)]`, `env.step(int(action))` whose result the
 next iteration uses, an `if` on a device value, `eqx.filter_jit` calls, a host library given
@@ -91,10 +95,12 @@ loop, which is one compiled program); of values computed before the loop
 to the device, and inside jitted or otherwise traced code. It also stays silent for a list of
 Python values built to be used where Python values are needed right after
 (`sizes = [int(n[i]) for i in range(dim)]`, then `jnp.arange(-s, s + 1)` for each, or
-`jnp.zeros(sizes)`), in loops whose header says they run few times (`range(16)`,
-`jnp.array([0.1, 0.5, 0.9])`, `range(1, maxiter + 1)` with `maxiter = 12` assigned in the
+`jnp.zeros(sizes)`), in loops whose header says they run fewer than a hundred times (`range(50)`,
+`jnp.array([0.1, 0.5, 0.9])`, `range(1, maxiter + 1)` with `maxiter = 30` assigned in the
 function or the module, `enumerate(prompts)` or `range(len(prompts))` over a literal list of a
-few prompts to verify: `_frequency.loop_runs(calls=True)`), in loops that sleep on every iteration (a live display fed
+few prompts to verify: on an H100 one copy per iteration of a jitted step cost 0.2 to
+0.4 ms (`python bench/sync_cost.py`), so under a hundred of them lose some 40 ms at most,
+`_frequency.loop_runs(calls=True)`), in loops that sleep on every iteration (a live display fed
 at a steady pace: the device finishes while the host sleeps, so waiting for it costs nothing
 more), in loops that do not show they run over data or steps (a caller's
 `prompts`, `self.l2_regs`, the rows of an array: `_frequency.streams`; a `range` of a count,
@@ -155,6 +161,7 @@ from jaxlint._jaxapi import FILTER_JIT
 from jaxlint._host_needs import (
     carried,
     decided_on,
+    ends_timing,
     feeds_host_library,
     needed_now,
     passed_to_host_library,
@@ -209,6 +216,8 @@ class HostCopyInLoop(Rule):
         display = copy.kind in _DISPLAY
         if not display and (needed_now(self.ctx, node) or _discarded(self.ctx.ancestors, node)):
             return
+        if ends_timing(self.ctx, self.ctx.path_to(node)):
+            return  # `float(out[0])`, then `time.perf_counter()`: the wait a timing needs
         for value in values:
             if isinstance(value, cst.FormattedString):
                 continue  # its expressions are checked as f-strings
@@ -359,6 +368,9 @@ class HostCopyInLoop(Rule):
                     continue
                 if _only_items(copy.value, loop):
                     continue  # `int(angle)` for `angle in angles`: waits for a slice, not the loop's work
+                if ends_timing(self.ctx, full):
+                    found = True  # `float(out[0])`, then `time.perf_counter()`: the loop waits to time it
+                    break
                 # A copy the loop needs at once (it decides what to do next, feeds the next
                 # iteration, or is a Python value a call needs now: `env.step(int(action))`)
                 # waits on every iteration whatever the other copies do. An array copied and

@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from jaxlint._host_needs import carried, decided_on, feeds_host_library, needed_now
+from jaxlint._host_needs import carried, decided_on, ends_timing, feeds_host_library, needed_now
 from test_frequency_size import first_node
 
 _PRELUDE = "import jax\nimport jax.numpy as jnp\nimport numpy as np\nfrom sklearn.datasets import make_moons\n\n"
@@ -115,3 +115,28 @@ def _feeds(source: str) -> bool:
 )
 def test_methods_of_host_objects(source: str, feeds: bool) -> None:
     assert _feeds(source) is feeds
+
+
+def _ends(body: str) -> bool:
+    ctx, call, ancestors = first_node("import time\n" + _PRELUDE + body, _copy)
+    return ends_timing(ctx, [*ancestors, call])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("body", "ends"),
+    [
+        # the clock started in the block, the copy, the second read at once: a timing's wait
+        ("for x in xs:\n    t0 = time.perf_counter()\n    out = f(x)\n    v = float(out)\n    t1 = time.perf_counter()\n", True),
+        ("for x in xs:\n    t0 = time.time()\n    out = f(x)\n    v = out.item()\n    dt = time.time() - t0\n", True),
+        # no clock started in the block before it
+        ("t0 = time.time()\nfor x in xs:\n    out = f(x)\n    v = float(out)\n    t1 = time.time()\n", False),
+        # a throughput from a clock started before the loop, not an assignment of a read
+        ("t0 = time.time()\nfor i, x in enumerate(xs):\n    out = f(x)\n    log(float(out))\n    log(i / (time.time() - t0))\n", False),
+        # a statement between the copy and the read
+        ("for x in xs:\n    t0 = time.time()\n    v = float(f(x))\n    log(v)\n    t1 = time.time()\n", False),
+        # the difference is from another clock than the one started here
+        ("for x in xs:\n    t0 = time.time()\n    v = float(f(x))\n    dt = time.time() - start\n", False),
+    ],
+)
+def test_ends_timing(body: str, ends: bool) -> None:
+    assert _ends(body) is ends
