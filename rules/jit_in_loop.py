@@ -102,14 +102,27 @@ from dataclasses import dataclass
 import libcst as cst
 
 from jaxlint import _jaxapi
-from jaxlint._bindings import Kind
-from jaxlint._callgraph import in_test, periodic, runs_many_times
+from jaxlint._callgraph import in_test, runs_many_times
 from jaxlint._context import FileContext, Loop
+from jaxlint._frequency import call_chain_evidence, loop_evidence
+from jaxlint._fresh import (
+    assigned_name,
+    called_once_per_call,
+    calls_by_name,
+    closure_reads,
+    enclosing_function,
+    fresh_kind,
+    hot_repeat,
+    in_benchmark,
+    made_in_loop,
+    nested_def,
+    range_indices,
+    value_captures,
+    wrapper_api,
+)
 from jaxlint._nodes import free_names, iter_subtree, loop_header
-from jaxlint._frequency import Often, call_chain_evidence, loop_evidence, loop_runs
 from jaxlint._positions import line_of
 from jaxlint._rule import Applicability, Edit, Fix, Rule, unused_name
-from jaxlint._scope import function_scope, target_names
 
 
 __all__ = ["JitInLoop"]
@@ -140,7 +153,7 @@ class JitInLoop(Rule):
         self._names: set[str] = set()  # names this pass's fixes introduce
 
     def visit_Call(self, node: cst.Call) -> None:
-        api = self._wrapper_api(node)
+        api = wrapper_api(self.ctx, node)
         if api is None or not node.args or node.args[0].keyword is not None or node.args[0].star:
             return
         loops = self.ctx.loops(node)
@@ -150,27 +163,15 @@ class JitInLoop(Rule):
         target = node.args[0].value
         ancestors = list(self.ctx.ancestors)
         if isinstance(target, cst.Name):
-            made = self._made_in_loop(target.value, loops[-1])
+            made = made_in_loop(self.ctx, target.value, loops[-1])
             if made is None:
                 return  # the same function object every iteration: the compile cache is shared
             self._consider(_Wrap(node, api, "name", made, loops, ancestors, set()))
             return
-        kind = self._fresh_kind(node, api, ancestors)
+        kind = fresh_kind(self.ctx, node, api, ancestors)
         if kind is None:
             return  # a module's function or a stored attribute: the same object each time
         self._consider(_Wrap(node, api, kind, target, loops, ancestors, set()))
-
-    def _fresh_kind(self, node: cst.Call, api: str, ancestors: Sequence[cst.CSTNode]) -> str | None:
-        """Whether the callable `node` wraps is a new object each time the wrapper is built: a
-        `lambda`, a `functools.partial(...)`, a bound `method`; None otherwise."""
-        target = node.args[0].value
-        if isinstance(target, cst.Lambda):
-            return "lambda"
-        if isinstance(target, cst.Call) and self.ctx.resolve(target.func, anchor=node) in _jaxapi.PARTIAL:
-            return "partial"
-        if isinstance(target, cst.Attribute) and api not in _jaxapi.FILTER_JIT | {"equinox.filter_pmap"}:
-            return "method" if self._bound_method(target, ancestors) else None
-        return None
 
     def _per_call(self, node: cst.Call, api: str) -> None:
         """`jax.pmap(lambda x: ...)(x)` called straight away, or `step = jax.jit(<a lambda, a
@@ -179,20 +180,20 @@ class JitInLoop(Rule):
         function object, so every call compiles again."""
         ancestors = list(self.ctx.ancestors)
         parent = ancestors[-1] if ancestors else None
-        function = _enclosing_function(ancestors)
+        function = enclosing_function(ancestors)
         if function is None:
             return
-        kind = self._fresh_kind(node, api, ancestors)
+        kind = fresh_kind(self.ctx, node, api, ancestors)
         target = node.args[0].value
         if isinstance(parent, cst.Call) and parent.func is node:
-            if kind is None and not (isinstance(target, cst.Name) and _nested_def(function, target.value)):
+            if kind is None and not (isinstance(target, cst.Name) and nested_def(function, target.value)):
                 return
         else:
             # Stored under a name the function then calls: `step = jax.jit(...)`, `step(x)`.
-            name = _assigned_name(ancestors, node)
-            if name is None or not _called_once_per_call(function, name):
+            name = assigned_name(ancestors, node)
+            if name is None or not called_once_per_call(function, name):
                 return  # stored, returned or handed on, or driving a loop of the function
-            if kind is None and not (isinstance(target, cst.Name) and _nested_def(function, target.value)):
+            if kind is None and not (isinstance(target, cst.Name) and nested_def(function, target.value)):
                 return
         fix = None
         if kind is None:
@@ -208,8 +209,8 @@ class JitInLoop(Rule):
         """A `@jax.jit` def nested in a function that calls it: every call of the function
         defines it again, so one that runs per iteration of a hot loop compiles per iteration."""
         ancestors = list(self.ctx.ancestors)
-        function = _enclosing_function(ancestors)
-        if function is None or not _called_once_per_call(function, node.name.value):
+        function = enclosing_function(ancestors)
+        if function is None or not called_once_per_call(function, node.name.value):
             return  # a factory, whose caller decides how often it runs, or a loop's driver
         decorator = self._jit_decorator(node, api, ancestors)
         what = f"the nested `def {node.name.value}`, made anew on every call,"
@@ -228,8 +229,8 @@ class JitInLoop(Rule):
         applicability = self._module_level_reads(free_names(wrapper), top, [*ancestors, wrapper], wrapper)
         if applicability is None:
             return None
-        function = _enclosing_function(ancestors)
-        api = _jaxapi.api_name(self._wrapper_api(wrapper) or "jit").rpartition(".")[2]
+        function = enclosing_function(ancestors)
+        api = _jaxapi.api_name(wrapper_api(self.ctx, wrapper) or "jit").rpartition(".")[2]
         base = f"_{function.name.value}_{api}" if function is not None else f"_{api}_fn"
         name = unused_name(self.ctx.source, base, self._names)
         config = self.ctx.module.config_for_parsing
@@ -250,7 +251,7 @@ class JitInLoop(Rule):
             return None  # bound again in the function, or a module name it would replace
         if any(n.value == name for n in _declared_global(function)) or name in self._names:
             return None
-        applicability = self._module_level_reads(_reads(node), top, [*ancestors, node], node)
+        applicability = self._module_level_reads(closure_reads(node), top, [*ancestors, node], node)
         if applicability is None:
             return None
         self._names.add(name)
@@ -307,9 +308,9 @@ class JitInLoop(Rule):
         known = graph.function(function)
         if known is None or in_test(self.ctx, ancestors) or self.ctx.jit.is_traced(ancestors):
             return
-        if self._in_benchmark(ancestors):
+        if in_benchmark(self.ctx, ancestors):
             return
-        repeat = next((r for r in graph.repeats(known, compiles=True) if not _occasional(r) and not _few(self.ctx, r)), None)
+        repeat = hot_repeat(self.ctx, known)
         short = _jaxapi.api_name(api)
         if repeat is not None:
             line = line_of(self.ctx.module, repeat.loop, repeat.site.path)
@@ -332,25 +333,6 @@ class JitInLoop(Rule):
             ancestors=report_path if report_path is not None else ancestors,
             evidence=[evidence],
             fix=fix,
-        )
-
-    def _bound_method(self, target: cst.Attribute, ancestors: Sequence[cst.CSTNode]) -> bool:
-        """`self.step` for a method of the enclosing class, `strategy.ask` for an object the
-        code builds by calling a class (`strategy = OpenES(...)`), or a Flax linen `model.apply`:
-        reading them makes a new bound-method object, which `jax.jit` caches apart
-        (`equinox.filter_jit` does not: it is left out)."""
-        receiver = target.value
-        if not isinstance(receiver, cst.Name):
-            return False
-        if receiver.value == "self":
-            return _class_defines(ancestors, target.attr.value)
-        if _instance_of_a_class(self.ctx, receiver, [*ancestors, target]):
-            return True
-        if target.attr.value != "apply" or self.ctx.resolve(receiver, ancestors, anchor=target) is not None:
-            return False
-        imports = [t or "" for t in self.ctx._module_scope.imports.values()]  # noqa: SLF001
-        return any(t.startswith("flax.linen") or t == "flax" for t in imports) and not any(
-            t.startswith("haiku") for t in imports
         )
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -379,76 +361,28 @@ class JitInLoop(Rule):
                 return decorator
         return node
 
-    # -- matching ------------------------------------------------------------------------
-
-    def _wrapper_api(self, call: cst.Call) -> str | None:
-        """The jit API when `call` wraps a callable: `jax.jit(f, ...)`,
-        `partial(jax.jit, ...)(f)`, `eqx.filter_jit(donate=...)(f)`; not `jax.jit(f)(x)`."""
-        func = call.func
-        if isinstance(func, (cst.Name, cst.Attribute)):
-            if not self.ctx.is_call_to(call, _jaxapi.JIT_WRAPPERS):
-                return None
-            return self.ctx.resolve_call(call)
-        if isinstance(func, cst.Call):
-            inner = self.ctx.resolve(func.func, anchor=call)
-            if inner in _jaxapi.PARTIAL and func.args:
-                api = self.ctx.resolve(func.args[0].value, anchor=call)
-                return api if api in _jaxapi.JIT_WRAPPERS else None
-            if inner in _jaxapi.JIT_WRAPPERS and not any(a.keyword is None for a in func.args):
-                return inner
-        return None
-
-    def _made_in_loop(self, name: str, loop: Loop) -> cst.CSTNode | None:
-        """The lambda, partial or def that `name` is bound to inside `loop`'s body, when
-        that is its only binding there."""
-        if name not in self.ctx.loop_bindings(loop):
-            return None
-        found: list[cst.CSTNode] = []
-        for node in iter_subtree(loop, into_scopes=False):
-            if isinstance(node, cst.FunctionDef) and node.name.value == name:
-                found.append(node)
-            elif isinstance(node, cst.Assign):
-                if any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
-                    found.append(node.value)
-            elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
-                if name in target_names(node.target):
-                    found.append(node)  # some other binding: take no chances
-            elif isinstance(node, cst.NamedExpr) and name in target_names(node.target):
-                found.append(node)
-            elif isinstance(node, cst.WithItem) and node.asname is not None:
-                if name in target_names(node.asname.name):
-                    found.append(node)
-        if len(found) != 1:
-            return None
-        made = found[0]
-        if isinstance(made, (cst.FunctionDef, cst.Lambda)):
-            return made
-        if isinstance(made, cst.Call) and self.ctx.resolve(made.func, anchor=made) in _jaxapi.PARTIAL:
-            return made
-        return None
-
     def _consider(self, wrap: _Wrap) -> None:
         innermost = wrap.loops[-1]
         path = [*wrap.ancestors, wrap.node]
         if not any(runs_many_times(self.ctx, loop, path, compiles=True) for loop in wrap.loops):
             return  # a literal table or a couple of iterations: tests, deliberate recompiles
-        if in_test(self.ctx, path) or self._in_benchmark(wrap.ancestors):
+        if in_test(self.ctx, path) or in_benchmark(self.ctx, wrap.ancestors):
             return  # tests and benchmarks of tracing and compiling recompile on purpose
         bound = set(self.ctx.loop_bindings(innermost))
         if isinstance(wrap.node, cst.Call) and any(free_names(a) & bound for a in wrap.node.args[1:]):
             return  # `in_axes=`/`static_argnums=` change per iteration: a new configuration each time
         if isinstance(wrap.node, cst.FunctionDef) and any(free_names(d) & bound for d in wrap.node.decorators):
             return
-        wrap.captured = _reads(wrap.callable) & bound
+        wrap.captured = closure_reads(wrap.callable) & bound
         called = self._called_in(wrap)
         if called is None:
             return
         if wrap.captured and called == "inner":
             return  # a sweep: one compile per configuration, then many calls
         fresh_code = wrap.kind == "lambda" or (
-            isinstance(wrap.callable, cst.FunctionDef) and wrap.captured <= _range_indices(wrap.loops)
+            isinstance(wrap.callable, cst.FunctionDef) and wrap.captured <= range_indices(wrap.loops)
         )
-        if wrap.captured and (not fresh_code or not _value_captures(innermost, wrap)):
+        if wrap.captured and (not fresh_code or not value_captures(innermost, wrap.callable, wrap.captured)):
             # `partial(run, cfg)`, a nested def over an object of the iteration, or a closure
             # over a function made per iteration: one compile per configuration is likely
             # the point. A lambda that reads plain values of the iteration, or a nested def
@@ -459,22 +393,6 @@ class JitInLoop(Rule):
         ancestors = wrap.ancestors if node is wrap.node else [*wrap.ancestors, wrap.node]
         many = next(loop for loop in reversed(wrap.loops) if runs_many_times(self.ctx, loop, path, compiles=True))
         self.report(node, _message(self.ctx.module, wrap), fix=fix, ancestors=ancestors, evidence=[loop_evidence(self.ctx, many, path, compiles=True)])
-
-    def _in_benchmark(self, ancestors: Sequence[cst.CSTNode]) -> bool:
-        """Inside a benchmark function (`@google_benchmark.register`, `def bench_*`), whose
-        loop measures whatever it does, compiles included."""
-        for node in ancestors:
-            if not isinstance(node, cst.FunctionDef):
-                continue
-            if node.name.value.lower().startswith("bench"):
-                return True
-            for decorator in node.decorators:
-                expr = decorator.decorator
-                if isinstance(expr, cst.Call):
-                    expr = expr.func
-                if "benchmark" in self.ctx.module.code_for_node(expr).lower():
-                    return True
-        return False
 
     def _called_in(self, wrap: _Wrap) -> str | None:
         """Where the jitted function is called: "same" (in the iteration that made it),
@@ -488,7 +406,7 @@ class JitInLoop(Rule):
         innermost = wrap.loops[-1]
         body = innermost.body if isinstance(innermost, (cst.For, cst.While)) else innermost
         where: str | None = None
-        for node, depth in _calls_by_name(body, name):
+        for node, depth in calls_by_name(body, name):
             if depth == 0:
                 return "same"
             where = "inner"
@@ -509,99 +427,6 @@ class JitInLoop(Rule):
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
-def _enclosing_function(ancestors: Sequence[cst.CSTNode]) -> cst.FunctionDef | None:
-    """The def whose body runs the node at the end of `ancestors` (None at module or class
-    level, or in a lambda)."""
-    for node in reversed(ancestors):
-        if isinstance(node, cst.FunctionDef):
-            return node
-        if isinstance(node, (cst.ClassDef, cst.Lambda)):
-            return None
-    return None
-
-
-def _nested_def(function: cst.FunctionDef, name: str) -> bool:
-    """Whether `function`'s body defines `name` with a nested `def` (a new object per call)."""
-    return any(
-        isinstance(node, cst.FunctionDef) and node is not function and node.name.value == name
-        for node in iter_subtree(function.body, into_scopes=False)
-    )
-
-
-def _called_once_per_call(function: cst.FunctionDef, name: str) -> bool:
-    """Whether `function`'s body calls `name`, and never in a loop of its own: a function
-    that drives a loop with the jitted function it made compiles once per call next to
-    many calls (`train()` defining its `step`), which is the usual cost of a driver."""
-    calls = _calls_by_name(function.body, name)
-    return bool(calls) and all(depth == 0 for _, depth in calls)
-
-
-def _assigned_name(ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> str | None:
-    """`name` when `node` is the whole value of `name = node`."""
-    parent = ancestors[-1] if ancestors else None
-    if (
-        isinstance(parent, cst.Assign)
-        and parent.value is node
-        and len(parent.targets) == 1
-        and isinstance(parent.targets[0].target, cst.Name)
-    ):
-        return parent.targets[0].target.value
-    return None
-
-
-def _class_defines(ancestors: Sequence[cst.CSTNode], method: str) -> bool:
-    for node in reversed(ancestors):
-        if isinstance(node, cst.ClassDef):
-            return any(isinstance(s, cst.FunctionDef) and s.name.value == method for s in node.body.body)
-    return False
-
-
-def _range_indices(loops: Sequence[Loop]) -> set[str]:
-    """The integer indices the loops count with: `i` of `for i in range(n)` and of
-    `for i, x in enumerate(xs)`."""
-    names: set[str] = set()
-    for loop in loops:
-        if not isinstance(loop, cst.For) or not isinstance(loop.iter, cst.Call):
-            continue
-        func = loop.iter.func
-        if not isinstance(func, cst.Name):
-            continue
-        if func.value == "range" and isinstance(loop.target, cst.Name):
-            names.add(loop.target.value)
-        elif func.value == "enumerate" and isinstance(loop.target, cst.Tuple) and loop.target.elements:
-            first = loop.target.elements[0].value
-            if isinstance(first, cst.Name):
-                names.add(first.value)
-    return names
-
-
-def _value_captures(loop: Loop, wrap: _Wrap) -> bool:
-    """Whether the loop variables the callable reads are plain values (loop targets, assigned
-    results), never called by it and not functions made in the loop, so that they could be
-    passed as arguments instead."""
-    called = {
-        node.func.value
-        for node in iter_subtree(wrap.callable)
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name)
-    }
-    if wrap.captured & called:
-        return False
-    for node in iter_subtree(loop, into_scopes=False):
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node.name.value in wrap.captured:
-            return False
-        if isinstance(node, cst.Assign) and isinstance(node.value, (cst.Lambda, cst.Call)):
-            names = {n for t in node.targets for n in target_names(t.target)}
-            if names & wrap.captured and (isinstance(node.value, cst.Lambda) or _is_partial_like(node.value)):
-                return False
-    return True
-
-
-def _is_partial_like(call: cst.Call) -> bool:
-    func = call.func
-    name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
-    return name in ("partial", "jit", "vmap", "grad", "filter_jit", "pmap")
-
-
 def _assignment_line(wrap: _Wrap) -> cst.SimpleStatementLine | None:
     """The line `name = <wrapper call>` when that is all the statement does."""
     if len(wrap.ancestors) < 2:
@@ -617,35 +442,6 @@ def _assignment_line(wrap: _Wrap) -> cst.SimpleStatementLine | None:
     ):
         return line
     return None
-
-
-def _calls_by_name(body: cst.CSTNode, name: str) -> list[tuple[cst.Call, int]]:
-    """Calls `name(...)` under `body` (not in nested scopes), with how many loops nested in
-    `body` they sit in."""
-    found: list[tuple[cst.Call, int]] = []
-    stack: list[tuple[cst.CSTNode, int]] = [(body, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == name:
-            found.append((node, depth))
-        inner = depth + 1 if isinstance(node, (cst.For, cst.While, *_COMPREHENSIONS)) else depth
-        from jaxlint._walk import iter_children
-
-        stack.extend((child, inner) for child in iter_children(node))
-    return found
-
-
-def _reads(node: cst.CSTNode) -> set[str]:
-    """Names a callable reads from outside itself (closure and partial arguments)."""
-    if isinstance(node, cst.FunctionDef):
-        own = function_scope(node).bindings
-        names = set()
-        for part in (node.body, *node.decorators, node.params):
-            names |= free_names(part)
-        return names - own - {node.name.value}
-    return free_names(node)
 
 
 def _message(module: cst.Module, wrap: _Wrap) -> str:
@@ -685,7 +481,7 @@ def _made_name(wrap: _Wrap) -> str:
 
 def _hoist_target(ctx: FileContext, wrap: _Wrap) -> cst.For | cst.While | None:
     """The outermost enclosing loop statement the callable does not depend on."""
-    reads = _reads(wrap.callable)
+    reads = closure_reads(wrap.callable)
     target: cst.For | cst.While | None = None
     for loop in reversed(wrap.loops):
         if not isinstance(loop, (cst.For, cst.While)):
@@ -725,7 +521,7 @@ def _fix(ctx: FileContext, wrap: _Wrap, taken: set[str]) -> Fix | None:
     if hoist is None:
         return None
     module = ctx.module
-    reads = _reads(wrap.callable)
+    reads = closure_reads(wrap.callable)
     captured = reads & set(ctx.loop_bindings(hoist))
     applicability = Applicability.UNSAFE if captured or _mutated(hoist, reads) else Applicability.SAFE
     if wrap.kind == "def":
@@ -837,38 +633,6 @@ def _close_gap(block: cst.CSTNode, removed: cst.CSTNode) -> tuple[Edit, ...]:
     if not leading or any(line.comment is not None for line in leading):
         return ()
     return (Edit(following, replacement=following.with_changes(leading_lines=[])),)
-
-
-def _instance_of_a_class(ctx, receiver: cst.Name, path: Sequence[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]
-    """Whether every binding of `receiver` builds it by calling a class (`OpenES(...)`,
-    `envs.Wrapper(...)`): its attributes are then methods, bound anew on each read."""
-    bindings = ctx.bindings.of(receiver.value, path)
-    if not bindings:
-        return False
-    for binding in bindings:
-        value = binding.value
-        if binding.kind is not Kind.ASSIGN or not isinstance(value, cst.Call):
-            return False
-        func = value.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-        if not name[:1].isupper() or name.isupper():
-            return False
-    return True
-
-
-def _occasional(repeat) -> bool:  # type: ignore[no-untyped-def]
-    """Whether the call that repeats sits under a periodic guard of any loop around it (an
-    evaluation over a few datasets under `if step % every == 0:` is occasional)."""
-    path = [*repeat.site.path, repeat.site.call]
-    return any(periodic(path, n) for n in repeat.site.path if isinstance(n, (cst.For, cst.While)))
-
-
-def _few(ctx: FileContext, repeat) -> bool:  # type: ignore[no-untyped-def]
-    """Whether the loop that repeats the call runs few times by the engine's count (a list of
-    six batch sizes bound as a parameter's default: a sweep, each size compiling anyway)."""
-    path = list(repeat.site.path)
-    index = next((i for i, n in enumerate(path) if n is repeat.loop), len(path))
-    return loop_runs(ctx, repeat.loop, path[:index]).often is Often.FEW
 
 
 def _top_level_statement(module: cst.Module, path: Sequence[cst.CSTNode]) -> cst.BaseStatement | None:
