@@ -1,7 +1,7 @@
 """Whether a function of another module of the project runs under jit as it is, and which of
 its parameters jit must take as Python values, read from the `ast` the project summaries parse.
 
-missing-jit reads a function of the file it lints with `rules/_jit_analysis` (libcst): a step
+missing-jit reads a function of the file it lints with `_jittability` (libcst): a step
 whose array work goes through a function of the file is jittable when that function is. A step
 that calls an imported project function (`from model import apply_model`) needs the same answer
 for a function it cannot read; `read` gives it, per top-level function, for the summaries
@@ -46,7 +46,7 @@ SHAPE_POSITIONS = {
     "dynamic_slice": (2,), "dynamic_slice_in_dim": (2, 3), "iota": (1,), "broadcast_in_dim": (1, 2),
 }  # fmt: skip
 
-# Libraries whose functions trace (what `_jit_analysis` lets a function call).
+# Libraries whose functions trace (what `_jittability` lets a function call).
 _JAX_HEADS = ("jax.", "equinox.", "flax.", "optax.", "haiku.", "chex.", "einops.")
 # Builtins: static whatever they are given; needing Python values; fine on traced values.
 _NEUTRAL = frozenset({"len", "isinstance", "issubclass", "hasattr", "callable", "type", "id"})

@@ -18,10 +18,10 @@ from jaxlint._callgraph import Mode, in_test, runs_many_times
 from jaxlint._device import looks_like_variables
 from jaxlint._frequency import loop_evidence
 from jaxlint._context import FileContext, Loop
+from jaxlint._jittability import OPTION_NAME
 from jaxlint._nodes import loop_header
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, unused_name
 
-from ._jit_analysis import _OPTION_NAME
 from ._shapes import growth
 
 
@@ -141,7 +141,7 @@ def _fix(ctx: FileContext, found: ApplyCall, receiver: str, root: str | None, ta
         literal = isinstance(value, _CONSTANTS) or (
             isinstance(value, cst.Name) and value.value in ("True", "False", "None")
         )
-        if literal or name in ("mutable", "method", "capture_intermediates") or _OPTION_NAME.search(name):
+        if literal or name in ("mutable", "method", "capture_intermediates") or OPTION_NAME.search(name):
             if isinstance(value, (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp)):
                 return None  # unhashable: cannot be a static argument
             statics.append(name)

@@ -129,13 +129,13 @@ import libcst as cst
 
 from jaxlint._callgraph import Function, Mode, Repeat, in_test, periodic
 from jaxlint._context import FileContext
+from jaxlint._jittability import Jittability, analyze
 from jaxlint._nodes import free_names, loop_header
 from jaxlint._frequency import call_chain_evidence
 from jaxlint._positions import line_of, positions
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
 
 from ._apply_in_loop import ApplyCall, apply_finding, is_apply_call
-from ._jit_analysis import Jittability, analyze
 from ._shapes import growth
 
 

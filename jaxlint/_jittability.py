@@ -1,6 +1,7 @@
 """Can a function be jit-compiled as it is, and which of its parameters must be static?
 
-Read by missing-jit. A function body is walked once (nested lambdas and defs included) and
+Read by missing-jit (`analyze`; `OPTION_NAME`, the keywords of a Flax `.apply` that are
+module options, also by its apply-in-loop reading). A function body is walked once (nested lambdas and defs included) and
 each construct is sorted into: fine under a trace, a *blocker* (host I/O, `.item()`,
 mutation of outer objects, value-dependent Python control flow, calls jaxlint cannot see
 into), or a *static position*: a place that needs a concrete Python value (an `if` test,
@@ -18,17 +19,17 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from jaxlint import _jaxapi
-from jaxlint._callgraph import HOST_METHODS, CallGraph, Function, is_host_copy, runs_many_times
-from jaxlint._context import FileContext
-from jaxlint._nodes import root_name
-from jaxlint._pytrees import Value, classify, is_module_class
-from jaxlint._scope import dotted_name, target_names
-from jaxlint._traceable import SHAPE_KEYWORDS, SHAPE_POSITIONS
-from jaxlint._walk import iter_children
+from . import _jaxapi
+from ._callgraph import HOST_METHODS, CallGraph, Function, is_host_copy, runs_many_times
+from ._context import FileContext
+from ._nodes import root_name
+from ._pytrees import Value, classify, is_module_class
+from ._scope import dotted_name, target_names
+from ._traceable import SHAPE_KEYWORDS, SHAPE_POSITIONS
+from ._walk import iter_children
 
 
-__all__ = ["Jittability", "analyze"]
+__all__ = ["OPTION_NAME", "Jittability", "analyze"]
 
 # Attributes of an array that are Python values even under a trace.
 _STATIC_ATTRIBUTES = frozenset({"shape", "ndim", "dtype", "size", "itemsize", "weak_type", "sharding"})
@@ -64,7 +65,7 @@ _PURE_METHODS = frozenset(
 # Container methods that mutate their receiver.
 _MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "pop", "popitem", "add", "clear", "remove", "discard"})
 # Keyword names of `.apply` that are module options rather than inputs.
-_OPTION_NAME = re.compile(
+OPTION_NAME = re.compile(
     r"(^|_)(indices|layers|layer|train|training|deterministic|mode|num|n|return|use|is|with|enable|output)(_|$)"
 )
 _Loop = cst.For | cst.ListComp | cst.SetComp | cst.DictComp | cst.GeneratorExp
@@ -454,7 +455,7 @@ class _Reader:
             for arg in call.args:
                 keyword = arg.keyword.value if arg.keyword is not None else None
                 if keyword in ("mutable", "method", "capture_intermediates") or (
-                    keyword is not None and _OPTION_NAME.search(keyword)
+                    keyword is not None and OPTION_NAME.search(keyword)
                 ):
                     # Module options (`train=`, `layer_indices=`) are Python values; other
                     # keyword inputs (`kv_caches=`, `position_offset=`) may well be arrays.
