@@ -40,7 +40,7 @@ import libcst as cst
 from . import _jaxapi
 from ._frequency import integer_value
 from ._nodes import free_names, iter_subtree, one_line, shorten
-from ._scope import target_names
+from ._scope import parameter_names, target_names
 from ._streams import Stream, Streams, mentions_padding
 
 if TYPE_CHECKING:
@@ -200,15 +200,7 @@ class BatchIndex:
         the loop starts over: its first batch is full). The message names the first such draw."""
         found: Batching | None = None
         for node in iter_subtree(loop.body, into_scopes=False):
-            if not (
-                isinstance(node, cst.Call)
-                and isinstance(node.func, cst.Name)
-                and node.func.value == "next"
-                and len(node.args) == 1
-                and node.args[0].keyword is None
-                and not node.args[0].star
-                and self.ctx.is_builtin("next", loop_path, anchor=node)
-            ):
+            if not self._builtin_of_one(node, "next", loop_path):
                 continue
             path = [*loop_path, node]
             source = node.args[0].value
@@ -227,6 +219,18 @@ class BatchIndex:
                 found = found or batching
                 found.draws.append(node)
         return found
+
+    def _builtin_of_one(self, node: cst.CSTNode, name: str, path: list[cst.CSTNode]) -> bool:
+        """`name(x)`, the builtin `name` as read at the end of `path`, given one plain argument."""
+        return (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Name)
+            and node.func.value == name
+            and len(node.args) == 1
+            and node.args[0].keyword is None
+            and not node.args[0].star
+            and self.ctx.is_builtin(name, path, anchor=node)
+        )
 
     def _made_before(self, source: cst.BaseExpression, loop: Loop, path: list[cst.CSTNode]) -> bool:
         """Whether `source`, drawn from with `next` in `loop`, is a name assigned before the
@@ -247,15 +251,8 @@ class BatchIndex:
         if value is None or element >= 0:
             return None
         scope_path = value_path[:-1]
-        if (
-            isinstance(value, cst.Call)
-            and isinstance(value.func, cst.Name)
-            and value.func.value == "iter"
-            and len(value.args) == 1
-            and value.args[0].keyword is None
-            and not value.args[0].star
-            and self.ctx.is_builtin("iter", scope_path, anchor=value)
-        ):
+        if self._builtin_of_one(value, "iter", scope_path):
+            assert isinstance(value, cst.Call)
             value = value.args[0].value
         if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
             return None
@@ -678,19 +675,10 @@ def _body_nodes(body: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, frozenset[str]
         root, shadowed = stack.pop()
         for node in iter_subtree(root, into_scopes=False):
             if isinstance(node, cst.Lambda) and node is not root:
-                params = frozenset(_lambda_params(node.params))
+                params = frozenset(parameter_names(node.params))
                 stack.append((node.body, shadowed | params))
             else:
                 yield node, shadowed
-
-
-def _lambda_params(params: cst.Parameters) -> list[str]:
-    """The names a lambda's parameters bind."""
-    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
-    for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
-            names.append(star.name.value)
-    return names
 
 
 def _expand(expr: cst.BaseExpression, local: dict[str, cst.BaseExpression]) -> cst.BaseExpression:

@@ -20,6 +20,7 @@ __all__ = [
     "dotted_name",
     "function_scope",
     "module_scope",
+    "parameter_names",
     "record_import",
     "scan_bindings",
     "target_names",
@@ -194,7 +195,8 @@ def module_scope(module: cst.Module, *, walrus: frozenset[str] = frozenset()) ->
     return scope
 
 
-def _parameter_names(params: cst.Parameters) -> Iterable[str]:
+def parameter_names(params: cst.Parameters) -> Iterable[str]:
+    """The names a `def`'s or a lambda's parameters bind, in order, `*args` and `**kwargs` last."""
     for param in (*params.posonly_params, *params.params, *params.kwonly_params):
         yield param.name.value
     for star in (params.star_arg, params.star_kwarg):
@@ -225,10 +227,10 @@ def function_scope(
         return scope
     if isinstance(node, cst.Lambda):
         scope = Scope("lambda")
-        scope.bindings.update(_parameter_names(node.params))
+        scope.bindings.update(parameter_names(node.params))
         return scope
     scope = Scope("function")
-    scope.bindings.update(_parameter_names(node.params))
+    scope.bindings.update(parameter_names(node.params))
     scan_bindings(_body_of(node.body), scope)
     scope.bindings.update(walrus)
     return scope

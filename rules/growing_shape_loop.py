@@ -87,6 +87,7 @@ import libcst as cst
 
 from jaxlint._callgraph import counts_few_things
 from jaxlint._frequency import iteration_count, loop_evidence
+from jaxlint._nodes import one_line, shorten
 from jaxlint._rule import Rule
 
 from ._shapes import growth, loop_path as _loop_path
@@ -106,7 +107,7 @@ class GrowingShapeLoop(Rule):
         ctx = self.ctx
         found = ctx.device.looped_consumer(node)
         if found is not None:
-            callee = _short(ctx.module.code_for_node(node.func))
+            callee = shorten(one_line(node.func, ctx.module))
             passed = [(arg.value, f"is passed to the jitted `{callee}`") for arg in node.args]
             loops = found[1]
         else:
@@ -115,10 +116,10 @@ class GrowingShapeLoop(Rule):
             forwarded = ctx.device.looped_forwards(node)
             if forwarded is None:
                 return
-            callee = _short(ctx.module.code_for_node(node.func))
+            callee = shorten(one_line(node.func, ctx.module))
             passed = [
                 (f.argument, f"is passed to `{callee}`, which hands it to the jitted "
-                 f"`{_short(f.inner)}`")
+                 f"`{shorten(' '.join(f.inner.split()))}`")
                 for f in forwarded[0]
             ]  # fmt: skip
             loops = forwarded[1]
@@ -154,8 +155,3 @@ def _few_shapes(ctx, loop) -> bool:  # type: ignore[no-untyped-def]
         return True
     count = iteration_count(ctx, loop, _loop_path(ctx, loop))
     return count is not None and count <= _FEW_SHAPES
-
-
-def _short(text: str, limit: int = 40) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
