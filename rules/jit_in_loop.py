@@ -656,7 +656,9 @@ def _insert_before(module: cst.Module, top: cst.BaseStatement, statement: cst.Ba
     it: after the statement before `top`, so the blank lines and comments above `top` stay
     with it."""
     index = module.body.index(top)
-    spaced = statement.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+    # The comment lines just above the moved statement go with it; only the blank lines change.
+    comments = [line for line in getattr(statement, "leading_lines", ()) if line.comment is not None]
+    spaced = statement.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *comments])
     if index == 0:
-        return Edit(top, before=(statement.with_changes(leading_lines=[]),))
+        return Edit(top, before=(statement.with_changes(leading_lines=comments),))
     return Edit(module.body[index - 1], after=(spaced,))
