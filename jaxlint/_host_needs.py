@@ -302,11 +302,12 @@ def decided_on(loop: cst.CSTNode, names: set[str], statement: cst.CSTNode | None
     host needs the value on the iteration that computes it. Only the body's own statements
     up to the first that can leave the iteration (a `continue`, `break` or `return` in it)
     are followed: a sum tested only on some iterations (`if step % k:` ... `continue`,
-    then `avg = total / k`) could be kept on the device until then."""
-    if isinstance(loop, cst.While) and free_names(loop.test) & names:
+    then `avg = total / k`) could be kept on the device until then. A test that reads a name
+    only for its metadata (`if out.ndim != 2: raise ...`) needs no value."""
+    if isinstance(loop, cst.While) and _value_names(loop.test) & names:
         return True
     for node in iter_subtree(loop, into_scopes=False):
-        if isinstance(node, (cst.If, cst.IfExp)) and free_names(node.test) & names:
+        if isinstance(node, (cst.If, cst.IfExp)) and _value_names(node.test) & names:
             return True
     block = getattr(loop, "body", None)
     if statement is None or not isinstance(block, cst.IndentedBlock):
@@ -318,9 +319,9 @@ def decided_on(loop: cst.CSTNode, names: set[str], statement: cst.CSTNode | None
     found = set(names)
     for following in body[index + 1 :]:
         for node in iter_subtree(following.test if isinstance(following, cst.If) else following, into_scopes=False):
-            if isinstance(node, (cst.If, cst.IfExp)) and free_names(node.test) & found:
+            if isinstance(node, (cst.If, cst.IfExp)) and _value_names(node.test) & found:
                 return True
-        if isinstance(following, cst.If) and free_names(following.test) & found:
+        if isinstance(following, cst.If) and _value_names(following.test) & found:
             return True
         if isinstance(following, cst.SimpleStatementLine):
             for small in following.body:
@@ -331,7 +332,19 @@ def decided_on(loop: cst.CSTNode, names: set[str], statement: cst.CSTNode | None
                         found |= set(target_names(small.target))
         if any(isinstance(n, (cst.Continue, cst.Break, cst.Return, cst.Raise)) for n in iter_subtree(following, into_scopes=False)):
             return False
-    return isinstance(loop, cst.While) and bool(free_names(loop.test) & found)
+    return isinstance(loop, cst.While) and bool(_value_names(loop.test) & found)
+
+
+def _value_names(expr: cst.CSTNode) -> set[str]:
+    """The free names `expr` reads for their values: not a name read only for its metadata
+    (`x.shape`, `x.ndim`, `x.dtype`: known without waiting for the device)."""
+    metadata = {
+        id(node.value)
+        for node in iter_subtree(expr, into_scopes=False)
+        if isinstance(node, cst.Attribute) and node.attr.value in HOST_ATTRIBUTES and isinstance(node.value, cst.Name)
+    }
+    values = {node.value for node in iter_subtree(expr, into_scopes=False) if isinstance(node, cst.Name) and id(node) not in metadata}
+    return free_names(expr) & values
 
 
 def tested_every_round(loop: cst.CSTNode, value: cst.BaseExpression) -> bool:

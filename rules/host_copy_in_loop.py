@@ -379,7 +379,7 @@ class HostCopyInLoop(Rule):
                 if copy.kind in _SCALAR_COPIES:
                     needs = needed_now(self.ctx, node, full) or self._excused(node, loop, full)
                 else:
-                    needs = _tested_here(full, loop) or passed_to_host_library(self.ctx, full)
+                    needs = _tested_here(full, loop) or passed_to_host_library(self.ctx, full) or _decided_through_names(full, loop)
                 if needs:
                     found = True
                     break
@@ -1001,6 +1001,22 @@ def _tested_here(path: list[cst.CSTNode], loop: Loop) -> bool:
         isinstance(p, (cst.If, cst.While, cst.IfExp, cst.CompIf)) and c is p.test
         for p, c in zip(path[start:], path[start + 1 :])
     )
+
+
+def _decided_through_names(path: list[cst.CSTNode], loop: Loop) -> bool:
+    """`scores = np.array(out)`, then `best = np.argmax(scores)` and `if scores[best] > record:`:
+    the statement at the end of `path` assigns a copy that the loop decides on through the
+    names it computes from it (`_host_needs.decided_on`), so the host needs it on the
+    iteration that computes it."""
+    statement = statement_of(path)
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        if isinstance(small, cst.Assign) and any(n is small for n in path):
+            names = {n for t in small.targets for n in target_names(t.target)}
+            if decided_on(loop, names, statement):
+                return True
+    return False
 
 
 def _after_sometimes_skip(path: list[cst.CSTNode], loop: Loop) -> bool:
