@@ -92,14 +92,15 @@ def loop_runs(
     (`layers`, `params`, `devices`); otherwise data, steps or an open `while`: many.
     `compiles`: for a compile per iteration, a model's layers or blocks are many
     (`runs_many_times(compiles=True)`).
-    `calls`: for a cost paid on each iteration that is small on its own (a dispatch, a wait
-    for the device, a copy), as `runs_many_times(calls=True)` reads it: a count spelled below
-    `FEW_CALLS` is few (`python bench/sync_cost.py` on an H100: a copy per iteration of a
-    jitted step cost 0.2-0.4 ms, so under a hundred of them lose at most some 40 ms per run of
-    the loop, however slow the loop is against the one that keeps its values on the device),
-    and so is a loop paced by a sleep on every iteration (the device finishes its work while the
-    host sleeps, so a wait for it costs nothing more)."""
-    from ._callgraph import FEW_CALLS, counts_few_things, paced, runs_many_times
+    `calls`: for a cost paid on each iteration that is small on its own (a wait for the
+    device, a copy): a loop paced by a sleep on every iteration is few (the device finishes
+    its work while the host sleeps, so a wait for it costs nothing more). A spelled count is
+    read as for any other cost. Reading counts below a hundred as few, as missing-jit does
+    for dispatches, was tried twice for host-copy-in-loop (e8bd38a, ebee869, the second time
+    on a cost measured on an H100: 0.2-0.4 ms per copy, `bench/sync_cost.py`): each time it
+    took false alarms off dev, most of them copies of one docs example, and more true sites
+    than false alarms off the test split."""
+    from ._callgraph import counts_few_things, paced, runs_many_times
 
     header = _header(ctx, loop)
     if calls and isinstance(loop, (cst.For, cst.While)) and paced(ctx, loop):
@@ -110,7 +111,7 @@ def loop_runs(
         return LoopRuns(Often.FEW, f"once per epoch, seed or configuration (`{header}`)")
     count = iteration_count(ctx, loop, ancestors)
     if count is not None:
-        often = Often.FEW if count <= (FEW_CALLS - 1 if calls else FEW) else Often.MANY
+        often = Often.FEW if count <= FEW else Often.MANY
         return LoopRuns(often, f"{count} time{'s' if count != 1 else ''} (`{header}`)", count)
     if isinstance(loop, cst.For) and _over_dict_entries(loop.iter):
         return LoopRuns(Often.FEW, f"over the entries of a dict (`{header}`)")

@@ -95,12 +95,10 @@ loop, which is one compiled program); of values computed before the loop
 to the device, and inside jitted or otherwise traced code. It also stays silent for a list of
 Python values built to be used where Python values are needed right after
 (`sizes = [int(n[i]) for i in range(dim)]`, then `jnp.arange(-s, s + 1)` for each, or
-`jnp.zeros(sizes)`), in loops whose header says they run fewer than a hundred times (`range(50)`,
-`jnp.array([0.1, 0.5, 0.9])`, `range(1, maxiter + 1)` with `maxiter = 30` assigned in the
+`jnp.zeros(sizes)`), in loops whose header says they run few times (`range(16)`,
+`jnp.array([0.1, 0.5, 0.9])`, `range(1, maxiter + 1)` with `maxiter = 12` assigned in the
 function or the module, `enumerate(prompts)` or `range(len(prompts))` over a literal list of a
-few prompts to verify: on an H100 one copy per iteration of a jitted step cost 0.2 to
-0.4 ms (`python bench/sync_cost.py`), so under a hundred of them lose some 40 ms at most,
-`_frequency.loop_runs(calls=True)`), in loops that sleep on every iteration (a live display fed
+few prompts to verify: `_frequency.loop_runs(calls=True)`), in loops that sleep on every iteration (a live display fed
 at a steady pace: the device finishes while the host sleeps, so waiting for it costs nothing
 more), in loops that do not show they run over data or steps (a caller's
 `prompts`, `self.l2_regs`, the rows of an array: `_frequency.streams`; a `range` of a count,

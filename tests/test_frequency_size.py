@@ -82,7 +82,7 @@ def test_iteration_count(source: str, count: int | None) -> None:
 @pytest.mark.parametrize(
     ("source", "often", "per_call"),
     [
-        ("for i in range(50):\n    step()\n", Often.MANY, Often.FEW),  # a demo's 50 steps: few waits
+        ("for i in range(50):\n    step()\n", Often.MANY, Often.MANY),  # a count is read as for any cost
         ("for i in range(150):\n    step()\n", Often.MANY, Often.MANY),
         ("for i in range(16):\n    step()\n", Often.FEW, Often.FEW),
         ("for batch in loader:\n    step(batch)\n", Often.MANY, Often.MANY),
