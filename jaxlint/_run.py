@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import runpy
+import signal
 import sys
 import threading
 import traceback
@@ -104,16 +105,26 @@ def run_program(target: Target, max_seconds: float | None) -> tuple[Outcome, Any
 
     saved_argv, saved_path = list(sys.argv), list(sys.path)
     stop = threading.Event()
+    finished = threading.Event()
     timer = None
     if max_seconds is not None:
         import _thread
 
         def interrupt() -> None:
             stop.set()
-            _thread.interrupt_main()
+            # Again each second until the program has ended: an interrupt that lands in code
+            # which catches and drops KeyboardInterrupt would otherwise leave it running.
+            while not finished.is_set():
+                _thread.interrupt_main()
+                finished.wait(1.0)
 
         timer = threading.Timer(max_seconds, interrupt)
         timer.daemon = True
+    # `interrupt_main` does nothing while SIGINT is ignored or left to the system (a test
+    # worker, a parent that ignores it): Python's own handler is put back for the run.
+    saved_handler = None
+    if timer is not None and threading.current_thread() is threading.main_thread():
+        saved_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     outcome = Outcome(0)
     try:
         with profile() as report:
@@ -124,6 +135,7 @@ def run_program(target: Target, max_seconds: float | None) -> tuple[Outcome, Any
             except SystemExit as exit_:
                 outcome.exit_code = _exit_code(exit_.code)
             except KeyboardInterrupt as error:
+                finished.set()
                 if stop.is_set():
                     outcome.stopped = True
                 else:
@@ -131,10 +143,13 @@ def run_program(target: Target, max_seconds: float | None) -> tuple[Outcome, Any
             except BaseException as error:  # noqa: BLE001 - the program's own failure
                 outcome.exit_code, outcome.error = 1, error
             finally:
+                finished.set()
                 if timer is not None:
                     timer.cancel()
     finally:
         sys.argv[:], sys.path[:] = saved_argv, saved_path
+        if saved_handler is not None:
+            signal.signal(signal.SIGINT, saved_handler)
     if outcome.error is not None:
         _print_traceback(outcome.error)
     return outcome, report

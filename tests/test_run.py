@@ -512,6 +512,21 @@ def test_run_max_seconds_stops_and_reports(run_cli, tmp_path: Path) -> None:  # 
     assert "Traceback" not in result.stderr
 
 
+def test_run_max_seconds_stops_where_sigint_is_ignored(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A parent (a test worker, a shell with `trap '' INT`) may ignore SIGINT, and then
+    `_thread.interrupt_main` does nothing: the run must still stop at --max-seconds."""
+    import signal
+
+    (tmp_path / "long.py").write_text("import time\nfor _ in range(1000):\n    time.sleep(0.01)\n", encoding="utf-8")
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        result = run_cli("run", "--max-seconds", "0.3", "--", "python", "long.py")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert result.exit_code == 0, result.output
+    assert "stopped the program after --max-seconds" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
