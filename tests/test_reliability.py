@@ -390,6 +390,7 @@ def test_a_signal_while_fix_writes_leaves_no_temporary_file(tmp_path: Path) -> N
     write(tmp_path / "a.py", CHAIN)
     script = (
         "import os, signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)  # a parent may ignore it\n"
         "from jaxlint import _fixer\n"
         "from jaxlint._cli import main\n"
         "mkstemp = _fixer.tempfile.mkstemp\n"
@@ -560,7 +561,9 @@ def test_ctrl_c_stops_a_pool_at_once(tmp_path: Path) -> None:
     for index in range(40):
         write(tmp_path / f"m{index:02}.py", source)
     with subprocess.Popen(
-        [sys.executable, "-m", "jaxlint", "check", "--no-cache", "-j", "2", "."],
+        # `python -m jaxlint` with Python's SIGINT handler, even where this test's parent
+        # ignores SIGINT (a job started with `&` in a non-interactive shell)
+        [sys.executable, "-c", _WITH_SIGINT + "runpy.run_module('jaxlint', run_name='__main__')", "check", "--no-cache", "-j", "2", "."],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -579,6 +582,9 @@ def test_ctrl_c_stops_a_pool_at_once(tmp_path: Path) -> None:
     assert stderr.decode().endswith("jaxlint: interrupted\n")
     assert b"Traceback" not in stderr
     assert all(_state(pid) == "Z" for pid in workers)
+
+
+_WITH_SIGINT = "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
 
 
 def _children(pid: int) -> list[int]:
