@@ -451,14 +451,12 @@ class HostCopyInLoop(Rule):
             return True
         # `x = float(v)` whose name the loop then tests (`if x < best`, `while x > tol`), or
         # that the next iteration starts from (`prompt += decode(x)`): the loop needs it.
-        statement = statement_of(path)
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                if isinstance(small, (cst.Assign, cst.AugAssign)) and any(n is small for n in path):
-                    targets = small.targets if isinstance(small, cst.Assign) else [small]
-                    names = {n for t in targets for n in target_names(t.target)}
-                    if decided_on(loop, names, statement) or carried(loop, statement, names):
-                        return True
+        assigned = _assignment_on(path)
+        if assigned is not None:
+            statement, small = assigned
+            names = _bound_names(small)
+            if decided_on(loop, names, statement) or carried(loop, statement, names):
+                return True
         return False
 
     # -- the finding and its fix --------------------------------------------------------------
@@ -1001,20 +999,31 @@ def _tested_here(path: list[cst.CSTNode], loop: Loop) -> bool:
     )
 
 
+def _assignment_on(path: list[cst.CSTNode]) -> tuple[cst.SimpleStatementLine, cst.Assign | cst.AugAssign] | None:
+    """The statement line at the end of `path` and its assignment that `path` runs through
+    (`x = float(v)`, `total += float(v)`), if any."""
+    statement = statement_of(path)
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return None
+    small = next((s for s in statement.body if isinstance(s, (cst.Assign, cst.AugAssign)) and any(n is s for n in path)), None)
+    return None if small is None else (statement, small)
+
+
+def _bound_names(small: cst.Assign | cst.AugAssign) -> set[str]:
+    targets = small.targets if isinstance(small, cst.Assign) else [small]
+    return {n for t in targets for n in target_names(t.target)}
+
+
 def _decided_through_names(path: list[cst.CSTNode], loop: Loop) -> bool:
     """`scores = np.array(out)`, then `best = np.argmax(scores)` and `if scores[best] > record:`:
     the statement at the end of `path` assigns a copy that the loop decides on through the
     names it computes from it (`_host_needs.decided_on`), so the host needs it on the
     iteration that computes it."""
-    statement = statement_of(path)
-    if not isinstance(statement, cst.SimpleStatementLine):
+    assigned = _assignment_on(path)
+    if assigned is None or not isinstance(assigned[1], cst.Assign):
         return False
-    for small in statement.body:
-        if isinstance(small, cst.Assign) and any(n is small for n in path):
-            names = {n for t in small.targets for n in target_names(t.target)}
-            if decided_on(loop, names, statement):
-                return True
-    return False
+    statement, small = assigned
+    return decided_on(loop, _bound_names(small), statement)
 
 
 def _after_sometimes_skip(path: list[cst.CSTNode], loop: Loop) -> bool:
