@@ -243,9 +243,11 @@ def _stream_word(text: str) -> bool:
 def describe_loop(
     ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode], *, compiles: bool = False
 ) -> str:
-    """"the loop at line 40 over `train_loader`": where a loop is and how often it runs."""
+    """"the loop at line 40 over `train_loader`": where a loop is and how often it runs.
+    `ancestors` are the loop's, or the path of code inside it (cut at the loop)."""
     from ._positions import line_of
 
+    ancestors = ancestors[: next((i for i, n in enumerate(ancestors) if n is loop), len(ancestors))]
     line = line_of(ctx.module, loop, list(ancestors))
     kind = "loop" if isinstance(loop, (cst.For, cst.While)) else "comprehension"
     where = f"the {kind} at line {line}" if line is not None else f"the {kind}"

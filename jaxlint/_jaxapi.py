@@ -46,6 +46,7 @@ __all__ = [
     "HOST_BUILTINS",
     "AVERAGES",
     "LIGHT_ARRAY_OPS",
+    "SETUP_ARRAY_OPS",
     "ARGUMENT_MODULES",
     "PASS_THROUGH",
     "is_tree_util",
@@ -203,6 +204,8 @@ HOST_BUILTINS = _names("host-builtins")
 AVERAGES = _names("averages")
 # One pass over their inputs: reductions, stacking, elementwise arithmetic.
 LIGHT_ARRAY_OPS = _names("light-array-ops")
+# Constructors from a shape, ranges and random keys: set-up values, microseconds each.
+SETUP_ARRAY_OPS = _names("setup-array-ops")
 # Library Modules whose array leaves are only those of the arguments they are built from.
 ARGUMENT_MODULES = _names("argument-modules")
 # Pytree plumbing that neither computes on the device values it is given nor waits for them.

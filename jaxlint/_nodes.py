@@ -24,6 +24,7 @@ __all__ = [
     "iter_subtree",
     "reads_name",
     "root_name",
+    "spelled_numbers",
 ]
 
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -213,6 +214,16 @@ def loop_header(loop: cst.CSTNode) -> str:
         return "a comprehension"
     text = " ".join(text.split())
     return f"`{text}`" if len(text) <= 60 else f"`{text[:57]}...`"
+
+
+def spelled_numbers(expr: cst.BaseExpression) -> bool:
+    """A number, or a list/tuple of them, written out in the code (`[0.167, 1.0, 10.0]`,
+    `-1`)."""
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return all(spelled_numbers(e.value) for e in expr.elements)
+    if isinstance(expr, cst.UnaryOperation):
+        return spelled_numbers(expr.operand)
+    return isinstance(expr, (cst.Integer, cst.Float))
 
 
 def literal_iterations(loop: cst.CSTNode) -> int | None:

@@ -11,6 +11,7 @@ end read), or when the end read sits in an `except`/`finally`/`else` block.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,7 +20,7 @@ import libcst as cst
 
 from . import _jaxapi
 from ._waits import DeviceFlow, Step, Work
-from ._nodes import iter_subtree, literal_iterations
+from ._nodes import free_names, iter_subtree, literal_iterations
 from ._scope import target_names
 from ._walk import iter_children
 
@@ -28,7 +29,16 @@ if TYPE_CHECKING:
     from ._context import FileContext
 
 
-__all__ = ["TIMERS", "TIMEIT", "Figure", "Segment", "TimedRegion", "TimingIndex", "is_timer_read"]
+__all__ = [
+    "TIMERS",
+    "TIMEIT",
+    "Figure",
+    "Segment",
+    "TimedRegion",
+    "TimingIndex",
+    "is_timer_read",
+    "measures_compile_or_dispatch",
+]
 
 # Clocks read around code to time it.
 TIMERS = frozenset(
@@ -112,6 +122,81 @@ class TimedRegion:
                     yield step.node, step.path
             if node is self.scope:
                 return
+
+    @property
+    def running_clock(self) -> bool:
+        """Whether the clock is started once and read on every iteration of a loop that does
+        not restart it (`start = time.time()` before the epochs; `print(time.time() - start)`
+        or `global_step / (time.time() - start)` in each): a running total of elapsed time or
+        a throughput over the whole run, off by at most the one step still in flight, its
+        first compile amortised over the run; not a measurement of the code between the two
+        reads."""
+        started = {id(n) for n in self.start_path}
+        return any(isinstance(n, _LOOPS) and id(n) not in started for n in self.end_path)
+
+    def bound_before(self, name: str) -> bool:
+        """Whether `name` (its head) is a parameter of the function holding the region, or a
+        plain assignment before the timer started binds it."""
+        head = name.split(".", 1)[0]
+        if self.function is not None:
+            params = self.function.params
+            every = (*params.posonly_params, *params.params, *params.kwonly_params)
+            if any(p.name.value == head for p in every):
+                return True
+        for node, _ in self.before():
+            if isinstance(node, cst.SimpleStatementLine):
+                for small in node.body:
+                    if isinstance(small, cst.Assign) and any(head in target_names(t.target) for t in small.targets):
+                        return True
+        return False
+
+
+# What a log line says the timing measures when it is meant to include compile or to stop at
+# the dispatch: "compilation done in %.2f s", "Submitted transfer in ...".
+# "Loss warmup time: ...", "Warming up...": the interval is the warm-up, whose first call
+# compiles on purpose ("... (after warmup)" measures what follows it).
+_DISPATCH_OR_COMPILE = re.compile(
+    r"compil|dispatch|submit|trac(?:e|ing)\b|lower(?:ed|ing)\b|(?<!after )(?<!after a )warm(?:ing)?[ _-]?up", re.IGNORECASE
+)
+# A name that says the same of the figure it holds: `warmup_time`, `compile_s`, `jit_seconds`.
+_COMPILE_NAME = re.compile(r"warm_?up|compil|^jit_|_jit_", re.IGNORECASE)
+
+
+def measures_compile_or_dispatch(region: TimedRegion) -> bool:
+    """Whether the code says the region times a compile, a warm-up or a dispatch: the end
+    read's statement, or a statement after it in the same block that reads the name it
+    assigns, holds a string saying so, or the name it assigns says so
+    (`warmup_ms = (time.perf_counter() - t0) * 1000`), or the log line right before the start
+    read announces it (`print("Warming up...")`, `logging.info("Compiling model init")`)."""
+    announced = next(iter(region.before()), None)
+    if (
+        announced is not None
+        and isinstance(announced[0], cst.SimpleStatementLine)
+        and all(isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) for small in announced[0].body)
+        # a message, not the report of an earlier interval (`print(f"compile: {t1 - t0}")`)
+        and not any(isinstance(n, cst.FormattedStringExpression) for n in iter_subtree(announced[0]))
+        and _says_dispatch_or_compile(announced[0])
+    ):
+        return True
+    end = region.end_line
+    names = {n for small in end.body if isinstance(small, cst.Assign) for t in small.targets for n in target_names(t.target)}
+    statements: list[cst.CSTNode] = [end]
+    block = region.end_path[-1] if region.end_path else None
+    body = getattr(block, "body", None)
+    if names and isinstance(body, (list, tuple)):
+        index = next((i for i, stmt in enumerate(body) if stmt is end), None)
+        if index is not None:
+            statements += [stmt for stmt in body[index + 1 : index + 4] if free_names(stmt) & names]
+    if any(_COMPILE_NAME.search(name) for name in names):
+        return True
+    return any(_says_dispatch_or_compile(stmt) for stmt in statements)
+
+
+def _says_dispatch_or_compile(statement: cst.CSTNode) -> bool:
+    return any(
+        isinstance(node, (cst.SimpleString, cst.FormattedStringText)) and _DISPATCH_OR_COMPILE.search(node.value)
+        for node in iter_subtree(statement)
+    )
 
 
 @dataclass(frozen=True)

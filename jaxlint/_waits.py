@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import _jaxapi
+from ._nodes import spelled_numbers
 from ._scope import dotted_name
 from ._walk import iter_children
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from ._context import FileContext
 
 
-__all__ = ["DeviceFlow", "Step", "Wait", "Work", "dispatch_evidence"]
+__all__ = ["DeviceFlow", "Step", "Wait", "Work", "dispatch_evidence", "is_setup_work"]
 
 # Builtins and container methods that take device values without waiting for them.
 _NEUTRAL_BUILTINS = frozenset(
@@ -309,6 +310,25 @@ def dispatch_evidence(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNo
     if name is not None and _jaxapi.is_array_op(name):
         return f"{where}, a JAX array operation (`{name}`) dispatched eagerly"
     return f"{where}, device work dispatched eagerly"
+
+
+def is_setup_work(ctx: FileContext, work: Work) -> bool:
+    """Whether `work` (its last call) only makes a set-up value, too small for it to change a
+    measurement when nobody waits for it (a progress log after set-up code, not a benchmark):
+    a constructor from a shape or a key split (`library.toml`'s `setup-array-ops`:
+    `jnp.zeros(...)`, `jax.random.split(key)`), or an array made from numbers spelled in the
+    code (`jnp.array([0.1, 1.0, 10.0])`; not a jitted function given numbers, `solve(0.04, 3e7)`)."""
+    call = work.calls[-1]
+    path = (*work.step.path, work.step.node)
+    name = ctx.resolve(call.func, path, anchor=call)
+    if name in _jaxapi.SETUP_ARRAY_OPS:
+        return True
+    positional = [a.value for a in call.args if a.keyword is None]
+    return name in _FROM_DATA and len(positional) == 1 and spelled_numbers(positional[0])
+
+
+# Array constructors from data: set-up values when the data are a few numbers written in the code.
+_FROM_DATA = frozenset({"jax.numpy.array", "jax.numpy.asarray"})
 
 
 def _item_targets(iterable: cst.CSTNode, target: cst.BaseExpression) -> list[cst.BaseExpression]:

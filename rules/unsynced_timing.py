@@ -113,16 +113,12 @@ The fix is plain JAX (`jax.block_until_ready`): `runtime-helpers = false` in
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
 from jaxlint._frequency import describe_loop
-from jaxlint._waits import DeviceFlow, Step, Work, dispatch_evidence
+from jaxlint._waits import DeviceFlow, Step, Work, dispatch_evidence, is_setup_work
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
-from jaxlint._nodes import free_names, iter_subtree
-from jaxlint._scope import target_names
-from jaxlint._timing import TIMEIT, TIMERS, Figure, TimedRegion, TimingIndex
+from jaxlint._timing import TIMEIT, TIMERS, Figure, TimedRegion, TimingIndex, measures_compile_or_dispatch
 
 
 __all__ = ["UnsyncedTiming"]
@@ -154,10 +150,10 @@ class UnsyncedTiming(Rule):
 
     def _check_region(self, read: cst.Call, region: TimedRegion) -> None:
         ctx = self.ctx
-        if _labelled_as_dispatch_or_compile(region) or _running_clock(region):
+        if measures_compile_or_dispatch(region) or region.running_clock:
             return
         leaves = self._regions.pending(region)
-        if leaves and not all(self._cheap(work) for work in leaves):
+        if leaves and not all(is_setup_work(ctx, work) for work in leaves):
             clock = ctx.module.code_for_node(read.func)
             work = _describe(ctx.module, leaves)
             self.report(
@@ -205,13 +201,13 @@ class UnsyncedTiming(Rule):
             )
         if region.start_in_loop:
             loop = next(n for n in reversed(region.start_path) if isinstance(n, (cst.For, cst.While)))
-            facts.append(f"the timed pass is repeated by {_loop(ctx, loop, region.start_path)}; only its first pass compiles")
+            facts.append(f"the timed pass is repeated by {describe_loop(ctx, loop, region.start_path)}; only its first pass compiles")
             figure = self._regions.figure(region, across=True)
         else:
             started = {id(n) for n in region.start_path}
             loop = next((n for n in reversed(path) if isinstance(n, (cst.For, cst.While)) and id(n) not in started), None)
             if loop is not None:
-                facts.append(f"the call runs on every iteration of {_loop(ctx, loop, path)}; only the first compiles")
+                facts.append(f"the call runs on every iteration of {describe_loop(ctx, loop, path)}; only the first compiles")
             figure = self._regions.figure(region, across=False)
         if figure is not None:
             facts.append(self._figure(region, figure))
@@ -236,19 +232,6 @@ class UnsyncedTiming(Rule):
         if figure.kind == "returned":
             return f"the function returns the elapsed time {at(figure.node)}: a benchmark's figure, the compile in it"
         return f"{gathered or 'the elapsed time is '}averaged {at(figure.node)}: the compile is in the average"
-
-    def _cheap(self, work: Work) -> bool:
-        """`jnp.zeros(...)`, `jax.random.split(key)`, `jnp.array([0.1, 1.0, 10.0])`: device
-        work too small for an unwaited one to change a measurement (a progress log after
-        set-up code, not a benchmark): a constructor, a key split, or an array made from numbers
-        spelled in the code (not a jitted function given numbers: `solve(0.04, 3e7)`)."""
-        call = work.calls[-1]
-        path = (*work.step.path, work.step.node)
-        name = self.ctx.resolve(call.func, path, anchor=call)
-        if name in _CHEAP_OPS:
-            return True
-        positional = [a.value for a in call.args if a.keyword is None]
-        return name in _FROM_DATA and len(positional) == 1 and _spelled_numbers(positional[0])
 
     def _check_timeit(self, call: cst.Call) -> None:
         stmt = next((a for a in call.args if a.keyword is None or a.keyword.value == "stmt"), None)
@@ -288,83 +271,6 @@ class UnsyncedTiming(Rule):
         )
 
 
-_CHEAP_OPS = frozenset(
-    {
-        *(f"jax.numpy.{name}" for name in ("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like", "arange")),
-        *(f"jax.random.{name}" for name in ("split", "PRNGKey", "key", "fold_in")),
-    }
-)
-
-# Array constructors from data: cheap when the data are a few numbers written in the code.
-_FROM_DATA = frozenset({"jax.numpy.array", "jax.numpy.asarray"})
-
-# What a log line says the timing measures when it is meant to include compile or to stop at
-# the dispatch: "compilation done in %.2f s", "Submitted transfer in ...".
-# "Loss warmup time: ...", "Warming up...": the interval is the warm-up, whose first call
-# compiles on purpose ("... (after warmup)" measures what follows it, and is judged).
-_DISPATCH_OR_COMPILE = re.compile(
-    r"compil|dispatch|submit|trac(?:e|ing)\b|lower(?:ed|ing)\b|(?<!after )(?<!after a )warm(?:ing)?[ _-]?up", re.IGNORECASE
-)
-# A name that says the same of the figure it holds: `warmup_time`, `compile_s`, `jit_seconds`.
-_COMPILE_NAME = re.compile(r"warm_?up|compil|^jit_|_jit_", re.IGNORECASE)
-
-
-def _spelled_numbers(expr: cst.BaseExpression) -> bool:
-    """A number, or a list/tuple of them, written out in the code (`[0.167, 1.0, 10.0]`)."""
-    if isinstance(expr, (cst.List, cst.Tuple)):
-        return all(_spelled_numbers(e.value) for e in expr.elements)
-    if isinstance(expr, cst.UnaryOperation):
-        return _spelled_numbers(expr.operand)
-    return isinstance(expr, (cst.Integer, cst.Float))
-
-
-def _running_clock(region: TimedRegion) -> bool:
-    """The clock is started once and read on every iteration of a loop that does not restart
-    it (`start = time.time()` before the epochs; `print(time.time() - start)` or
-    `global_step / (time.time() - start)` in each): a running total of elapsed time or a
-    throughput over the whole run, off by at most the one step still in flight, its first
-    compile amortised over the run; not a measurement of the code between the two reads."""
-    started = {id(n) for n in region.start_path}
-    return any(isinstance(n, (cst.For, cst.While)) and id(n) not in started for n in region.end_path)
-
-
-def _labelled_as_dispatch_or_compile(region: TimedRegion) -> bool:
-    """Whether the end read's statement, or a statement after it in the same block that reads
-    the name it assigns, holds a string saying that the time is a compile, a warm-up or a
-    dispatch, or the name it assigns says so (`warmup_ms = (time.perf_counter() - t0) * 1000`),
-    or the log line right before the start read announces it (`print("Warming up...")`,
-    `logging.info("Compiling model init")`)."""
-    announced = next(iter(region.before()), None)
-    if (
-        announced is not None
-        and isinstance(announced[0], cst.SimpleStatementLine)
-        and all(isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) for small in announced[0].body)
-        # a message, not the report of an earlier interval (`print(f"compile: {t1 - t0}")`)
-        and not any(isinstance(n, cst.FormattedStringExpression) for n in iter_subtree(announced[0]))
-        and _says_dispatch_or_compile(announced[0])
-    ):
-        return True
-    end = region.end_line
-    names = {n for small in end.body if isinstance(small, cst.Assign) for t in small.targets for n in target_names(t.target)}
-    statements = [end]
-    block = region.end_path[-1] if region.end_path else None
-    body = getattr(block, "body", None)
-    if names and isinstance(body, (list, tuple)):
-        index = next((i for i, stmt in enumerate(body) if stmt is end), None)
-        if index is not None:
-            statements += [stmt for stmt in body[index + 1 : index + 4] if free_names(stmt) & names]
-    if any(_COMPILE_NAME.search(name) for name in names):
-        return True
-    return any(_says_dispatch_or_compile(stmt) for stmt in statements)
-
-
-def _says_dispatch_or_compile(statement: cst.CSTNode) -> bool:
-    return any(
-        isinstance(node, (cst.SimpleString, cst.FormattedStringText)) and _DISPATCH_OR_COMPILE.search(node.value)
-        for node in iter_subtree(statement)
-    )
-
-
 def _block_call(value: cst.BaseExpression) -> cst.Call:
     return cst.Call(func=cst.parse_expression(_BLOCK), args=[cst.Arg(value)])
 
@@ -393,7 +299,7 @@ def _block_fix(region: TimedRegion, leaves: list[Work]) -> Fix | None:
             edits.append(Edit(call, replacement=_block_call(call)))
         elif work.targets and all(work.names):
             names.extend(work.names)
-            safe = safe and (work.step.certain or all(_bound_before(region, n) for n in work.names))
+            safe = safe and (work.step.certain or all(region.bound_before(n) for n in work.names))
         else:
             return None
     names = list(dict.fromkeys(names))
@@ -409,31 +315,6 @@ def _block_fix(region: TimedRegion, leaves: list[Work]) -> Fix | None:
     )
 
 
-def _bound_before(region: TimedRegion, name: str) -> bool:
-    """Whether `name` (its head) is a parameter, or a plain assignment before the timer
-    started binds it."""
-    head = name.split(".", 1)[0]
-    if region.function is not None:
-        params = region.function.params
-        every = (*params.posonly_params, *params.params, *params.kwonly_params)
-        if any(p.name.value == head for p in every):
-            return True
-    for node, _ in region.before():
-        if isinstance(node, cst.SimpleStatementLine):
-            for small in node.body:
-                if isinstance(small, cst.Assign) and any(
-                    head in target_names(t.target) for t in small.targets
-                ):
-                    return True
-    return False
-
-
-def _loop(ctx, loop: cst.CSTNode, path: tuple[cst.CSTNode, ...]) -> str:  # type: ignore[no-untyped-def]
-    """"the loop at line 21, which runs 100 times (...)": `path` passes through `loop`."""
-    index = next((i for i, n in enumerate(path) if n is loop), len(path))
-    return describe_loop(ctx, loop, path[:index])
-
-
 def _in_flight(ctx, region: TimedRegion, leaves: list[Work]) -> list[str]:  # type: ignore[no-untyped-def]
     """"`step(x)` at line 40, a function jitted with `jax.jit` (decorated at line 12), started
     on every iteration of the loop at line 38, ...; nothing waits for it before this read"."""
@@ -447,7 +328,7 @@ def _in_flight(ctx, region: TimedRegion, leaves: list[Work]) -> list[str]:  # ty
             None,
         )
         if loop is not None:
-            fact += f", started on every iteration of {_loop(ctx, loop, path)}"
+            fact += f", started on every iteration of {describe_loop(ctx, loop, path)}"
         facts.append(fact + ", is in flight at this read: nothing after it waits for its result")
     return facts
 
@@ -457,7 +338,7 @@ def _repeated(ctx, region: TimedRegion) -> list[str]:  # type: ignore[no-untyped
     if region.carried or not region.start_in_loop:
         return []
     loop = next((n for n in reversed(region.start_path) if isinstance(n, (cst.For, cst.While))), None)
-    return [f"the timed region is repeated by {_loop(ctx, loop, region.start_path)}"] if loop is not None else []
+    return [f"the timed region is repeated by {describe_loop(ctx, loop, region.start_path)}"] if loop is not None else []
 
 
 def _started(ctx, region: TimedRegion) -> str:  # type: ignore[no-untyped-def]
