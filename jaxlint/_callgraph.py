@@ -502,6 +502,41 @@ class CallGraph:
                         return Mode.TRACED
         return Mode.UNKNOWN  # a lambda handed to something else
 
+    def drives_loop(self, call: cst.Call, path: Sequence[cst.CSTNode], loop: Loop) -> bool:
+        """Whether the code around `call` runs eagerly by its own evidence though `mode` cannot
+        tell for want of callers: `call` sits in `loop`, a loop over data or steps (the caller
+        judged it so: `runs_many_times`) in the body of a plain top-level function (not a
+        method, not decorated, not handed to anything, not a test) that nothing in the file
+        runs traced, and the file calls it from no other code than more such functions, or not
+        at all (a notebook's rollout helper, an extraction loop another module calls). A loop
+        over a data loader or a run's steps is host-side driver code: under jit it would unroll
+        the run into one trace. Read by missing-jit only."""
+        scope = _innermost_scope([*path, call], self.ctx.module)
+        if not isinstance(scope, cst.FunctionDef):
+            return False
+        index = next((i for i, n in enumerate(path) if n is scope), None)
+        if index is None or not any(n is loop for n in path[index + 1 :]):
+            return False
+        function = self._defs.get(id(scope))
+        return function is not None and self._plain_driver(function, 0)
+
+    def _plain_driver(self, function: Function, depth: int) -> bool:
+        if (
+            depth > 2
+            or function.method
+            or function.owner is not self.ctx.module
+            or function.node.decorators
+            or function.uses
+            or _is_test(function)
+            or self.mode(function.node) is not Mode.UNKNOWN
+        ):
+            return False
+        for site in function.sites:
+            caller = self._defs.get(id(site.scope))
+            if caller is None or caller is function or not self._plain_driver(caller, depth + 1):
+                return False
+        return True
+
     def site_mode(self, call: cst.Call, path: Sequence[cst.CSTNode]) -> Mode:
         """How the code around `call` (whose ancestors are `path`) runs."""
         return self.scope_mode(_innermost_scope([*path, call], self.ctx.module), path)
@@ -610,12 +645,27 @@ class CallGraph:
                 transform = self.ctx.resolve(func.func, site.path, anchor=call)
                 if transform in _jaxapi.TRANSFORMS and transform not in _jaxapi.JIT_WRAPPERS:
                     yield site, 2, False
+            elif isinstance(func, cst.Attribute) and self._optimizer_update(call, func, site.path):
+                yield site, _PER_LEAF, False  # an optimizer step over every leaf of the model
             elif (
                 (isinstance(func, cst.Attribute) and func.attr.value == "apply" and call.args and self._uses_flax)
                 or (self._uses_equinox and _module_call(func, params))
                 or (self._uses_nnx and _module_call(func, params) and self._nnx_module(func, site.path))
             ):
                 yield site, 2, False
+
+    def _optimizer_update(self, call: cst.Call, func: cst.Attribute, path: Sequence[cst.CSTNode]) -> bool:
+        """Whether `call` applies an optimizer step to a model's parameters, an update of every
+        leaf: a Flax `TrainState`'s `state.apply_gradients(grads=grads)`, or an optax transformation's `tx.update(grads, opt_state, ...)` (`_pytrees`
+        reads `tx` as an optimizer). Not a dict's or an NNX object's `update` (in place)."""
+        method = func.attr.value
+        if method == "apply_gradients":
+            return any(a.keyword is not None and a.keyword.value == "grads" for a in call.args)
+        if method == "update" and len([a for a in call.args if a.keyword is None and not a.star]) >= 2:
+            from ._pytrees import Value, classify
+
+            return classify(self.ctx, func.value, [*path, call, func]) is Value.OPTIMIZER
+        return False
 
     def light_work(self, node: cst.FunctionDef, limit: int) -> bool:
         """Whether what `node` dispatches when called eagerly is a few plain array operations:
@@ -702,13 +752,14 @@ class CallGraph:
                     return True
         return False
 
-    def repeats(self, function: Function, *, compiles: bool = False) -> list[Repeat]:
+    def repeats(self, function: Function, *, compiles: bool = False, drivers: bool = False) -> list[Repeat]:
         """The eager call paths that run `function` once per iteration of a loop that runs
         many times: its own call sites in such loops, or those of the (trusted, plain)
         functions that call it, up to three levels up. `compiles`: many for a compile per
-        call (`runs_many_times(compiles=True)`)."""
+        call (`runs_many_times(compiles=True)`). `drivers`: a call site whose mode is unknown
+        counts too when its loop is driver code (`drives_loop`)."""
         found: list[Repeat] = []
-        self._repeats(function, (), found, {id(function.node)}, compiles)
+        self._repeats(function, (), found, {id(function.node)}, compiles, drivers)
         return found
 
     def repeated_elsewhere(self, function: Function) -> str | None:
@@ -767,18 +818,29 @@ class CallGraph:
         return found
 
     def _repeats(
-        self, function: Function, chain: tuple[Function, ...], found: list[Repeat], seen: set[int], compiles: bool
+        self,
+        function: Function,
+        chain: tuple[Function, ...],
+        found: list[Repeat],
+        seen: set[int],
+        compiles: bool,
+        drivers: bool = False,
     ) -> None:
         for site in function.sites:
-            if self.scope_mode(site.scope, site.path) is not Mode.EAGER:
+            mode = self.scope_mode(site.scope, site.path)
+            if mode is not Mode.EAGER and not (drivers and mode is Mode.UNKNOWN):
                 continue
             many = [
                 loop
                 for loop in self.ctx.loops(site.call, site.path)
                 if runs_many_times(self.ctx, loop, site.path, calls=True, searches=True, compiles=compiles)
             ]
+            if many and mode is not Mode.EAGER and not self.drives_loop(site.call, site.path, many[0]):
+                continue
             if many:
                 found.append(Repeat(many[-1], site, chain))
+                continue
+            if mode is not Mode.EAGER:
                 continue
             caller = self._defs.get(id(site.scope))
             if (
@@ -787,7 +849,7 @@ class CallGraph:
                 and id(caller.node) not in seen
                 and len(chain) < _MAX_DEPTH
             ):
-                self._repeats(caller, (caller, *chain), found, seen | {id(caller.node)}, compiles)
+                self._repeats(caller, (caller, *chain), found, seen | {id(caller.node)}, compiles, drivers)
 
 
 def _repetition(path: Sequence[cst.CSTNode], function: cst.FunctionDef) -> int:

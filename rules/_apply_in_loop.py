@@ -25,7 +25,7 @@ from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, unused_name
 from ._shapes import growth
 
 
-__all__ = ["ApplyCall", "apply_finding", "is_apply_call"]
+__all__ = ["ApplyCall", "apply_finding", "is_apply_call", "module_file"]
 
 _CONSTANTS = (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)
 
@@ -35,6 +35,7 @@ class ApplyCall:
     call: cst.Call
     ancestors: list[cst.CSTNode]
     loops: list[Loop]
+    module: bool = False  # a Module called directly (`model(x)`), not `model.apply(...)`
 
 
 @dataclass
@@ -54,7 +55,15 @@ def is_apply_call(call: cst.Call) -> bool:
     return len(positional) >= 2 and _root(func.value) is not None
 
 
+def module_file(ctx: FileContext) -> bool:
+    """Whether the file imports Flax NNX or equinox."""
+    imports = [t or "" for t in ctx._module_scope.imports.values()]  # noqa: SLF001
+    return any(t in ("equinox", "flax.nnx") or t.startswith(("flax.nnx.", "equinox.")) for t in imports)
+
+
 def apply_finding(ctx: FileContext, found: ApplyCall, taken: set[str]) -> ApplyFinding | None:
+    if found.module:
+        return _module_finding(ctx, found)
     imports = [t or "" for t in ctx._module_scope.imports.values()]  # noqa: SLF001
     heads = {t.split(".", 1)[0] for t in imports}
     if not heads & {"flax", "haiku"} and not (
@@ -68,21 +77,12 @@ def apply_finding(ctx: FileContext, found: ApplyCall, taken: set[str]) -> ApplyF
     if ctx.resolve(func.value, found.ancestors, anchor=found.call) is not None:
         return None  # `nn.apply(...)`, `hk.experimental...`: a library function, not a model
     path = [*found.ancestors, found.call]
-    if in_test(ctx, path):
-        return None  # a test's loops are checks, not hot paths
-    many = [loop for loop in found.loops if runs_many_times(ctx, loop, path, calls=True, searches=True)]
+    many = _hot_loops(ctx, found)
     if not many:
         return None
-    if ctx.calls.site_mode(found.call, found.ancestors) is not Mode.EAGER:
-        return None
-    if ctx.jit.callee(found.call, found.ancestors) is not None:
-        return None  # `model.apply = jax.jit(model.apply)` earlier: the call is compiled
     root = _root(func.value)
-    innermost = found.loops[-1]
-    if root in ctx.loop_bindings(innermost):
-        return None  # a new model each iteration: nothing to hoist, a compile per model
-    if _fed_growing(ctx, found, many):
-        return None  # a new input shape each iteration: jit would compile every time
+    if _rebuilt_or_growing(ctx, found, root, many):
+        return None
     module = ctx.module
     receiver = module.code_for_node(func.value)
     loop_text = loop_header(many[-1])
@@ -92,6 +92,70 @@ def apply_finding(ctx: FileContext, found: ApplyCall, taken: set[str]) -> ApplyF
         f"loop (`jax.jit({receiver}.apply)`)"
     )
     return ApplyFinding(message, _fix(ctx, found, receiver, root, taken), [loop_evidence(ctx, many[-1], path)])
+
+
+def _hot_loops(ctx: FileContext, found: ApplyCall) -> list[Loop]:
+    """The loops around the call that run many times, where the call runs eagerly and is not
+    compiled already; empty when there is none."""
+    path = [*found.ancestors, found.call]
+    if in_test(ctx, path):
+        return []  # a test's loops are checks, not hot paths
+    many = [loop for loop in found.loops if runs_many_times(ctx, loop, path, calls=True, searches=True)]
+    if not many:
+        return []
+    mode = ctx.calls.site_mode(found.call, found.ancestors)
+    if mode is not Mode.EAGER and not (mode is Mode.UNKNOWN and ctx.calls.drives_loop(found.call, found.ancestors, many[0])):
+        return []
+    if ctx.jit.callee(found.call, found.ancestors) is not None:
+        return []  # `model.apply = jax.jit(model.apply)` earlier: the call is compiled
+    return many
+
+
+def _rebuilt_or_growing(ctx: FileContext, found: ApplyCall, root: str | None, many: list[Loop]) -> bool:
+    if root in ctx.loop_bindings(found.loops[-1]):
+        return True  # a new model each iteration: nothing to hoist, a compile per model
+    return _fed_growing(ctx, found, many)  # a new input shape each iteration: a compile each
+
+
+def _module_finding(ctx: FileContext, found: ApplyCall) -> ApplyFinding | None:
+    """A Flax NNX or equinox Module called directly in a hot loop (`pred = model((x, t))` in
+    a sampler's loop over steps): its whole forward runs eagerly, op by op. The name must
+    hold a Module: what `_pytrees` reads it to hold (a Module class of the file or the project
+    built, what every caller passes), or a parameter annotated as one (`model: nnx.Module`)."""
+    func = found.call.func
+    assert isinstance(func, cst.Name)
+    path = [*found.ancestors, found.call]
+    if not _holds_module(ctx, func, path):
+        return None
+    many = _hot_loops(ctx, found)
+    if not many or _rebuilt_or_growing(ctx, found, func.value, many):
+        return None
+    spelling = "nnx.jit" if _nnx_file(ctx) else "eqx.filter_jit"
+    message = (
+        f"`{func.value}(...)` runs the Module's whole forward eagerly, dispatching its operations "
+        f"one by one from Python, on every iteration of {loop_header(many[-1])}; compile the call "
+        f"once (a function decorated with `@{spelling}` that calls the Module)"
+    )
+    return ApplyFinding(message, None, [loop_evidence(ctx, many[-1], path)])
+
+
+def _nnx_file(ctx: FileContext) -> bool:
+    imports = [t or "" for t in ctx._module_scope.imports.values()]  # noqa: SLF001
+    return any(t == "flax.nnx" or t.startswith("flax.nnx.") for t in imports)
+
+
+def _holds_module(ctx: FileContext, func: cst.Name, path: list[cst.CSTNode]) -> bool:
+    from jaxlint._pytrees import Value, classify
+
+    kind = classify(ctx, func, path)
+    if kind is Value.NNX or (kind is Value.MODULE and not _nnx_file(ctx)):
+        return True
+    bindings = ctx.bindings.of(func.value, path)
+    if len(bindings) != 1 or bindings[0].kind is not Kind.PARAM or bindings[0].annotation is None:
+        return False
+    annotation = bindings[0].annotation
+    resolved = ctx.resolve(annotation, list(bindings[0].path), anchor=annotation)
+    return resolved in ("flax.nnx.Module", "equinox.Module")
 
 
 def _decorated_def(ctx: FileContext, found: ApplyCall) -> bool:

@@ -135,7 +135,7 @@ from jaxlint._frequency import call_chain_evidence
 from jaxlint._positions import line_of, positions
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
 
-from ._apply_in_loop import ApplyCall, apply_finding, is_apply_call
+from ._apply_in_loop import ApplyCall, apply_finding, is_apply_call, module_file
 from ._shapes import growth
 
 
@@ -165,6 +165,7 @@ class MissingJit(Rule):
         self._called_in_loops: set[str] = set()
         self._applies: list[ApplyCall] = []
         self._names: set[str] = set()  # names this pass's fixes introduce
+        self._modules: bool | None = None  # whether the file imports Flax NNX or equinox
 
     # Cheap gate: the call graph is built only for files that call one of their own
     # functions by name inside a loop.
@@ -179,6 +180,16 @@ class MissingJit(Rule):
             loops = self.ctx.loops(node)
             if loops:
                 self._applies.append(ApplyCall(node, list(self.ctx.ancestors), loops))
+        if isinstance(func, cst.Name) and node.args and self._module_file():
+            # `model(x)`: a Flax NNX or equinox Module called directly (`_module_finding`)
+            loops = self.ctx.loops(node)
+            if loops:
+                self._applies.append(ApplyCall(node, list(self.ctx.ancestors), loops, module=True))
+
+    def _module_file(self) -> bool:
+        if self._modules is None:
+            self._modules = module_file(self.ctx)
+        return self._modules
 
     def finish(self) -> None:
         for found in self._applies:
@@ -200,7 +211,7 @@ class MissingJit(Rule):
             repeat = next(
                 (
                     r
-                    for r in graph.repeats(function)
+                    for r in graph.repeats(function, drivers=True)
                     if not any(id(f.node) in candidates for f in r.chain)
                     and not periodic(r.site.path, r.loop)
                     and not self._static_per_iteration(function, jittability, r)
