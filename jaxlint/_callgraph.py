@@ -507,12 +507,13 @@ class CallGraph:
         tell for want of callers: `call` sits in `loop`, a loop over data or steps (the caller
         judged it so: `runs_many_times`) in the body of a plain top-level function (not a
         method, not decorated, not handed to anything, not a test) that nothing in the file
-        runs traced, and the file calls it from no other code than more such functions, or not
+        runs traced; and the loop says so itself (`_driver_loop`: a `while` on a flag, a loader,
+        a progress bar, a `range` of a count of steps, not any `range`), and the file calls it from no other code than more such functions, or not
         at all (a notebook's rollout helper, an extraction loop another module calls). A loop
         over a data loader or a run's steps is host-side driver code: under jit it would unroll
         the run into one trace. Read by missing-jit only."""
         scope = _innermost_scope([*path, call], self.ctx.module)
-        if not isinstance(scope, cst.FunctionDef):
+        if not isinstance(scope, cst.FunctionDef) or not _driver_loop(loop):
             return False
         index = next((i for i, n in enumerate(path) if n is scope), None)
         if index is None or not any(n is loop for n in path[index + 1 :]):
@@ -850,6 +851,41 @@ class CallGraph:
                 and len(chain) < _MAX_DEPTH
             ):
                 self._repeats(caller, (caller, *chain), found, seen | {id(caller.node)}, compiles, drivers)
+
+
+def _driver_loop(loop: Loop) -> bool:
+    """Whether `loop`'s header itself shows a run over data or steps (it has passed
+    `runs_many_times` already): a `while` loop, or a `for` over anything but a bare `range`
+    (a loader, a progress bar, a dataset), or a `range` whose count names steps or data
+    (`range(num_steps)`, `range(max_tokens)`, `range(len(batches))`; not `range(len(bins) - 1)`:
+    a library's loop over groups, run once per caller's call)."""
+    from ._frequency import _stream_word
+
+    if isinstance(loop, cst.While):
+        return True
+    if not isinstance(loop, cst.For):
+        return False
+    iterable = loop.iter
+    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range"):
+        return True
+    names = [n.value for arg in iterable.args for n in _names_in(arg.value)]
+    return any(_stream_word(name) or _COUNT_OF_STEPS.search(name) for name in names)
+
+
+_COUNT_OF_STEPS = re.compile(r"(^|_)(steps?|iters?|iterations|tokens|timesteps|updates|episodes|rounds)($|_)", re.I)
+
+
+def _names_in(expr: cst.CSTNode) -> Iterator[cst.Name]:
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            yield node
+        elif isinstance(node, cst.Attribute):
+            yield node.attr
+            stack.append(node.value)
+        else:
+            stack.extend(iter_children(node))
 
 
 def _repetition(path: Sequence[cst.CSTNode], function: cst.FunctionDef) -> int:
