@@ -758,7 +758,8 @@ class CallGraph:
         many times: its own call sites in such loops, or those of the (trusted, plain)
         functions that call it, up to three levels up. `compiles`: many for a compile per
         call (`runs_many_times(compiles=True)`). `drivers`: a call site whose mode is unknown
-        counts too when its loop is driver code (`drives_loop`)."""
+        counts too when its loop is driver code (`drives_loop`), and a loop that a bare `return`
+        ends early is no search (`runs_many_times(exits=True)`): missing-jit's reading."""
         found: list[Repeat] = []
         self._repeats(function, (), found, {id(function.node)}, compiles, drivers)
         return found
@@ -834,7 +835,7 @@ class CallGraph:
             many = [
                 loop
                 for loop in self.ctx.loops(site.call, site.path)
-                if runs_many_times(self.ctx, loop, site.path, calls=True, searches=True, compiles=compiles)
+                if runs_many_times(self.ctx, loop, site.path, calls=True, searches=True, compiles=compiles, exits=drivers)
             ]
             if many and mode is not Mode.EAGER and not self.drives_loop(site.call, site.path, many[0]):
                 continue
@@ -1004,6 +1005,7 @@ def runs_many_times(
     *,
     calls: bool = False,
     searches: bool = False,
+    exits: bool = False,
     compiles: bool = False,
     shown: bool = True,
 ) -> bool:
@@ -1021,11 +1023,13 @@ def runs_many_times(
     (not for training steps, where a `return` at the step limit is common).
     `compiles`: judge it for a compile per iteration, which costs seconds: a loop over a
     model's layers or blocks (`range(cfg.num_layers)`, `for block in model.blocks`) runs
-    dozens of times in a real model, which is many."""
+    dozens of times in a real model, which is many.
+    `exits` (with `searches`): only a `return` of a value is a search's hit; a bare `return`
+    (under a stop test: a time limit, a loss of zero) ends a run early and leaves it many."""
     if isinstance(loop, (cst.For, cst.While)):
         if calls and (_plots(ctx, loop) or paced(ctx, loop)):
             return False
-        if searches and _returns(loop):
+        if searches and _returns(loop, values_only=exits):
             return False
     if isinstance(loop, cst.While):
         return not isinstance(loop.test, (cst.Integer, cst.SimpleString))
@@ -1053,13 +1057,17 @@ def runs_many_times(
     return compiles or not shown or streams(ctx, iterable, [*path[:index], loop])
 
 
-def _returns(loop: cst.For | cst.While) -> bool:
-    """Whether the loop's body has a `return` of the function around it (a search loop)."""
+def _returns(loop: cst.For | cst.While, *, values_only: bool = False) -> bool:
+    """Whether the loop's body has a `return` of the function around it (a search loop);
+    `values_only`: a `return` of a value (not a bare `return` or `return None`)."""
     stack: list[cst.CSTNode] = [loop.body]
     while stack:
         node = stack.pop()
         if isinstance(node, cst.Return):
-            return True
+            value = node.value
+            if not values_only or not (value is None or (isinstance(value, cst.Name) and value.value == "None")):
+                return True
+            continue
         if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
             continue
         stack.extend(iter_children(node))

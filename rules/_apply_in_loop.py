@@ -100,7 +100,7 @@ def _hot_loops(ctx: FileContext, found: ApplyCall) -> list[Loop]:
     path = [*found.ancestors, found.call]
     if in_test(ctx, path):
         return []  # a test's loops are checks, not hot paths
-    many = [loop for loop in found.loops if runs_many_times(ctx, loop, path, calls=True, searches=True)]
+    many = [loop for loop in found.loops if runs_many_times(ctx, loop, path, calls=True, searches=True, exits=True)]
     if not many:
         return []
     mode = ctx.calls.site_mode(found.call, found.ancestors)

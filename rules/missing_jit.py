@@ -2,22 +2,31 @@
 
 Finds a function that does JAX array work (`jnp`/`lax`/`jax.nn` calls, `model.apply(...)` or a
 Flax `TrainState`'s `state.apply_fn(...)`, an equinox Module call, `@`, arithmetic applied to
-every leaf of a model by `jax.tree.map` (an EMA of the weights), or a call of another function
-of the file that does) and is called again and again from Python, once per iteration of a
+every leaf of a model by `jax.tree.map` (an EMA of the weights), an optimizer step that updates
+every leaf (`state.apply_gradients(grads=...)`, an optax `tx.update(grads, opt_state)`), or a
+call of another function of the file that does) and is called again and again from Python, once per iteration of a
 loop over batches or steps (directly, or through the functions that call it per batch), while
 nothing in the file jit-compiles it.
 It also finds a Flax/haiku `model.apply(variables, x, ...)` called directly in such a loop
 (seed 001's decode loops; in a file that imports Flax or haiku, or applies a model imported
 from the project to its `params`), reported at the call, unless the loop feeds it an input
 that grows every iteration without bound (jit would compile once per length; a window of the
-last `block_size` tokens is bounded and still reported).
+last `block_size` tokens is bounded and still reported); and, the same way, a Flax NNX or
+equinox Module called directly in such a loop (`noise = model(x, t)` in a sampler's loop over
+timesteps: the name holds a Module class's instance, what every caller passes, or a parameter
+annotated `nnx.Module`/`eqx.Module`), with no fix (a function decorated with `nnx.jit` or
+`eqx.filter_jit` that calls the Module compiles it).
 
 The rule wants evidence, all in the same file: a loop that runs many times (not a literal
 table, a small constant `range`, or a loop over layers or parameter dicts, and one that shows
 it runs over data or steps: a `range` of a count, a loader, a progress bar; not a caller's
 `images` or `designs`, whose number the code does not show: `_frequency.streams`) in code that runs
 eagerly (module level, `main`, a function called from there, or driver code with `print`,
-`.item()`, `tqdm`, timers), calling the function by name. It stays silent when the function
+`.item()`, `tqdm`, timers; or a plain top-level function that the file calls from nowhere but
+such functions, hands to nothing and never decorates, whose own loop says it runs over data or
+steps: a `while` on a flag, a loader, a progress bar, a `range` of a count of steps, not a
+`range` over groups: a tutorial's rollout helper, an evaluation loop another module calls:
+`CallGraph.drives_loop`), calling the function by name. It stays silent when the function
 is jitted anywhere in the file (decorated, `f = jax.jit(f)`, `fast = jax.jit(f)`), handed to
 `jax.jit`/`vmap`/`grad`/`lax.scan` or any other function (the caller may jit it: a
 function of a library is called from other files), called only from traced code, decorated,
