@@ -358,3 +358,45 @@ def test_runs_many_times_for_a_compile_per_iteration(loop: str, many: bool) -> N
     ctx = _context(source)
     node = ctx.module.body[-1]
     assert runs_many_times(ctx, node, [ctx.module, node], compiles=True) is many  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("exit_", "exits", "many"),
+    [
+        ("return", False, False),  # any return makes a search, as every rule but missing-jit reads it
+        ("return", True, True),  # a bare return ends a run early: still many steps
+        ("return None", True, True),
+        ("return batch", True, False),  # a search returns what it found
+    ],
+)
+def test_a_bare_return_is_an_early_exit_only_when_asked(exit_: str, exits: bool, many: bool) -> None:
+    source = f"def run(loader):\n    for batch in loader:\n        if done(batch):\n            {exit_}\n"
+    ctx = _context(source)
+    loop = ctx.module.body[0].body.body[0]  # type: ignore[attr-defined]
+    path = [ctx.module, ctx.module.body[0], ctx.module.body[0].body, loop]  # type: ignore[attr-defined]
+    assert runs_many_times(ctx, loop, path, calls=True, searches=True, exits=exits) is many
+
+
+def test_driver_loops_count_only_when_asked_and_only_over_data_or_steps() -> None:
+    ctx = _context(
+        """
+        import jax.numpy as jnp
+
+        def forward(p, x):
+            return jnp.tanh(x @ p) + jnp.mean(x)
+
+        def rollout(p, env):
+            done = False
+            while not done:
+                obs, done = env.step(forward(p, env.obs))
+
+        def groups(p, xs, bins):
+            for i in range(len(bins) - 1):
+                forward(p, xs[bins[i]])
+        """
+    )
+    graph = ctx.calls
+    forward = graph.functions["forward"]
+    assert graph.repeats(forward) == []  # nothing shows how `rollout` runs
+    found = graph.repeats(forward, drivers=True)
+    assert [r.site.scope.name.value for r in found] == ["rollout"]  # type: ignore[union-attr]
