@@ -507,9 +507,10 @@ class CallGraph:
         tell for want of callers: `call` sits in `loop`, a loop over data or steps (the caller
         judged it so: `runs_many_times`) in the body of a plain top-level function (not a
         method, not decorated, not handed to anything, not a test) that nothing in the file
-        runs traced; and the loop says so itself (`_driver_loop`: a `while` on a flag, a loader,
-        a progress bar, a `range` of a count of steps, not any `range`), and the file calls it from no other code than more such functions, or not
-        at all (a notebook's rollout helper, an extraction loop another module calls). A loop
+        runs traced, and that the file calls from no other code than more such functions, or
+        not at all (a notebook's rollout helper, an extraction loop another module calls); and
+        the loop says so itself (`_driver_loop`: a `while`, a loader, a progress bar, not a
+        `range`). A loop
         over a data loader or a run's steps is host-side driver code: under jit it would unroll
         the run into one trace. Read by missing-jit only."""
         scope = _innermost_scope([*path, call], self.ctx.module)
@@ -855,38 +856,20 @@ class CallGraph:
 
 
 def _driver_loop(loop: Loop) -> bool:
-    """Whether `loop`'s header itself shows a run over data or steps (it has passed
-    `runs_many_times` already): a `while` loop, or a `for` over anything but a bare `range`
-    (a loader, a progress bar, a dataset), or a `range` whose count names steps or data
-    (`range(num_steps)`, `range(max_tokens)`, `range(len(batches))`; not `range(len(bins) - 1)`:
-    a library's loop over groups, run once per caller's call)."""
-    from ._frequency import _stream_word
-
+    """Whether `loop`'s header itself shows a run over data or steps that no trace would
+    take (it has passed `runs_many_times` already): a `while` loop (on a flag or a count,
+    tested in Python on every pass), or a `for` over anything but a `range` (a loader, a
+    progress bar, a dataset). A `range` of a count, however named (`range(num_iters)`,
+    `range(len(bins) - 1)`), is also what an algorithm of a library unrolls under its
+    caller's jit: no evidence."""
     if isinstance(loop, cst.While):
         return True
     if not isinstance(loop, cst.For):
         return False
     iterable = loop.iter
-    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range"):
-        return True
-    names = [n.value for arg in iterable.args for n in _names_in(arg.value)]
-    return any(_stream_word(name) or _COUNT_OF_STEPS.search(name) for name in names)
-
-
-_COUNT_OF_STEPS = re.compile(r"(^|_)(steps?|iters?|iterations|tokens|timesteps|updates|episodes|rounds)($|_)", re.I)
-
-
-def _names_in(expr: cst.CSTNode) -> Iterator[cst.Name]:
-    stack: list[cst.CSTNode] = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Name):
-            yield node
-        elif isinstance(node, cst.Attribute):
-            yield node.attr
-            stack.append(node.value)
-        else:
-            stack.extend(iter_children(node))
+    while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in ("enumerate", "reversed") and iterable.args:
+        iterable = iterable.args[0].value
+    return not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range")
 
 
 def _repetition(path: Sequence[cst.CSTNode], function: cst.FunctionDef) -> int:

@@ -24,9 +24,10 @@ it runs over data or steps: a `range` of a count, a loader, a progress bar; not 
 eagerly (module level, `main`, a function called from there, or driver code with `print`,
 `.item()`, `tqdm`, timers; or a plain top-level function that the file calls from nowhere but
 such functions, hands to nothing and never decorates, whose own loop says it runs over data or
-steps: a `while` on a flag, a loader, a progress bar, a `range` of a count of steps, not a
-`range` over groups: a tutorial's rollout helper, an evaluation loop another module calls:
-`CallGraph.drives_loop`), calling the function by name. It stays silent when the function
+steps in a way no trace would take: a `while` on a flag, a loader, a progress bar, not a
+`range`, which a library's algorithm also runs under its caller's jit: a tutorial's rollout
+helper, an evaluation loop over a loader that another module calls: `CallGraph.drives_loop`),
+calling the function by name. It stays silent when the function
 is jitted anywhere in the file (decorated, `f = jax.jit(f)`, `fast = jax.jit(f)`), handed to
 `jax.jit`/`vmap`/`grad`/`lax.scan` or any other function (the caller may jit it: a
 function of a library is called from other files), called only from traced code, decorated,
