@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import libcst as cst
 
 from jaxlint._bindings import Kind
-from jaxlint._callgraph import Mode, in_test, runs_many_times
+from jaxlint._callgraph import Mode, has_modulo, in_test, periodic, runs_many_times
+from jaxlint._frequency import integer_value
+from jaxlint._walk import iter_children
 from jaxlint._device import looks_like_variables
 from jaxlint._frequency import loop_evidence
 from jaxlint._context import FileContext, Loop
@@ -128,7 +130,7 @@ def _module_finding(ctx: FileContext, found: ApplyCall) -> ApplyFinding | None:
     if not _holds_module(ctx, func, path):
         return None
     many = _hot_loops(ctx, found)
-    if not many or _rebuilt_or_growing(ctx, found, func.value, many):
+    if not many or _rebuilt_or_growing(ctx, found, func.value, many) or _rarely(ctx, path, many[-1]):
         return None
     spelling = "nnx.jit" if _nnx_file(ctx) else "eqx.filter_jit"
     message = (
@@ -137,6 +139,39 @@ def _module_finding(ctx: FileContext, found: ApplyCall) -> ApplyFinding | None:
         f"once (a function decorated with `@{spelling}` that calls the Module)"
     )
     return ApplyFinding(message, None, [loop_evidence(ctx, many[-1], path)])
+
+
+# A periodic guard `if step % k == 0:` with k at most this leaves the call frequent.
+_OFTEN = 10
+
+
+def _rarely(ctx: FileContext, path: list[cst.CSTNode], loop: Loop) -> bool:
+    """Whether the call runs only on some iterations of `loop` (`periodic`), every `k` with
+    `k` above `_OFTEN` or not known (`if (i + 1) % 500 == 0:` draws a test sheet six times in
+    3000 epochs; `if i % 10 == 0:` still runs the forward hundreds of times)."""
+    if not periodic(path, loop):
+        return False
+    start = next((i for i, n in enumerate(path) if n is loop), len(path))
+    often = False  # a guard every few iterations was seen, and no rarer one
+    for index in range(start + 1, len(path) - 1):
+        node, child = path[index], path[index + 1]
+        if isinstance(node, cst.If) and child is node.body and has_modulo(node.test):
+            periods = [integer_value(ctx, op.right, list(path[:index])) for op in _moduli(node.test)]
+            if not periods or not all(p is not None and 0 < p <= _OFTEN for p in periods):
+                return True
+            often = True
+    return not often  # a guard through a name the loop sets (`if should_eval:`): rate unknown
+
+
+def _moduli(test: cst.BaseExpression) -> list[cst.BinaryOperation]:
+    found: list[cst.BinaryOperation] = []
+    stack: list[cst.CSTNode] = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            found.append(node)
+        stack.extend(iter_children(node))
+    return found
 
 
 def _nnx_file(ctx: FileContext) -> bool:
