@@ -31,6 +31,7 @@ import libcst as cst
 
 from ._bindings import Binding, Kind
 from ._nodes import iter_subtree
+from ._walk import iter_children
 
 if TYPE_CHECKING:
     from ._context import FileContext
@@ -112,7 +113,10 @@ def loop_runs(
     count = iteration_count(ctx, loop, ancestors)
     if count is not None:
         often = Often.FEW if count <= FEW else Often.MANY
-        return LoopRuns(often, f"{count} time{'s' if count != 1 else ''} (`{header}`)", count)
+        times = f"{count} time{'s' if count != 1 else ''}"
+        if isinstance(loop, cst.For) and stops_after(ctx, loop, ancestors) == count:
+            return LoopRuns(often, f"at most {times}: its body leaves it (`{header}`)", count)
+        return LoopRuns(often, f"{times} (`{header}`)", count)
     if isinstance(loop, cst.For) and _over_dict_entries(loop.iter):
         return LoopRuns(Often.FEW, f"over the entries of a dict (`{header}`)")
     path = [*ancestors, loop]
@@ -321,7 +325,82 @@ def iteration_count(ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst
         return _count(ctx, loop.for_in.iter, [*ancestors, loop], 0)
     if not isinstance(loop, cst.For):
         return None
-    return _count(ctx, loop.iter, [*ancestors, loop], 0)
+    count = _count(ctx, loop.iter, [*ancestors, loop], 0)
+    stop = stops_after(ctx, loop, ancestors)
+    if stop is not None and (count is None or stop < count):
+        return stop
+    return count
+
+
+def stops_after(ctx: FileContext, loop: cst.For, ancestors: Sequence[cst.CSTNode]) -> int | None:
+    """The most iterations the body of `loop` lets it run, whatever its header says: one when
+    a statement of the body always leaves the loop (`break`, `return`, `raise` at the body's
+    own level: the first iteration is the only one, unless a `continue` before it can skip
+    ahead); `K + 1` for a test of the loop's counter that leaves it (`for i in range(n): if i
+    == max_tokens: break`, with `max_tokens = 1` a known integer; `K + 2` for `i > K`). None
+    when the body says nothing."""
+    body = loop.body
+    if not isinstance(body, cst.IndentedBlock):
+        return None
+    counter = _counter_name(loop)
+    for statement in body.body:
+        if _may_continue(statement):
+            return None  # `if skip: continue` before it: later iterations can pass it by
+        if isinstance(statement, cst.SimpleStatementLine):
+            if any(isinstance(small, (cst.Break, cst.Return, cst.Raise)) for small in statement.body):
+                return 1
+            continue
+        if counter is None or not isinstance(statement, cst.If) or statement.orelse is not None:
+            continue
+        leaves = statement.body.body
+        if not (leaves and isinstance(leaves[-1], cst.SimpleStatementLine)
+                and any(isinstance(small, (cst.Break, cst.Return, cst.Raise)) for small in leaves[-1].body)):
+            continue
+        test = statement.test
+        if not (
+            isinstance(test, cst.Comparison)
+            and len(test.comparisons) == 1
+            and isinstance(test.left, cst.Name)
+            and test.left.value == counter
+        ):
+            continue
+        target = test.comparisons[0]
+        bound = integer_value(ctx, target.comparator, [*ancestors, loop, body, statement, test])
+        if bound is None or bound < 0:
+            continue
+        if isinstance(target.operator, (cst.Equal, cst.GreaterThanEqual)):
+            return bound + 1
+        if isinstance(target.operator, cst.GreaterThan):
+            return bound + 2
+    return None
+
+
+def _counter_name(loop: cst.For) -> str | None:
+    """The name counting `loop`'s iterations from 0: `i` of `for i in range(n)` (one argument)
+    or of `for i, x in enumerate(xs)` (no start)."""
+    source = loop.iter
+    if not (isinstance(source, cst.Call) and isinstance(source.func, cst.Name)):
+        return None
+    if source.func.value == "range" and len(source.args) == 1 and isinstance(loop.target, cst.Name):
+        return loop.target.value
+    if (
+        source.func.value == "enumerate"
+        and len(source.args) == 1
+        and isinstance(loop.target, cst.Tuple)
+        and loop.target.elements
+        and isinstance(loop.target.elements[0].value, cst.Name)
+    ):
+        return loop.target.elements[0].value.value
+    return None
+
+
+def _may_continue(statement: cst.CSTNode) -> bool:
+    """Whether `statement` holds a `continue` of the loop it is in (not of a loop inside it)."""
+    if isinstance(statement, cst.Continue):
+        return True
+    if isinstance(statement, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        return isinstance(statement, (cst.For, cst.While)) and statement.orelse is not None and _may_continue(statement.orelse)
+    return any(_may_continue(child) for child in iter_children(statement))
 
 
 def runs_few_times(ctx: FileContext, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> bool:

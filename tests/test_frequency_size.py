@@ -73,6 +73,18 @@ def _loop_count(source: str) -> int | None:
         # the value that reaches the loop: the last plain assignment before it
         ("g = make_graphs(x, n_graphs=1000)\ng = make_graphs(x, n_graphs=2)\nfor i in range(len(g)):\n    pass\n", 2),
         ("g = make_graphs(x, n_graphs=2)\nif big:\n    g = make_graphs(x, n_graphs=1000)\nfor i in range(len(g)):\n    pass\n", 1000),  # conditional: the largest
+        # the body leaves the loop: at once, or when its counter reaches a known number
+        ("for batch in loader:\n    step(batch)\n    break\n", 1),
+        ("def f(xs):\n    for x in xs:\n        return g(x)\n", 1),
+        ("for batch in loader:\n    if batch is None:\n        continue\n    step(batch)\n    break\n", None),  # a continue can pass the exit by
+        ("K = 3\nfor i in range(n):\n    if i == K:\n        break\n", 4),
+        ("for i, b in enumerate(loader):\n    if i >= 10:\n        break\n", 11),
+        ("for i in range(n):\n    if i > 2:\n        return\n", 4),
+        ("for i in range(2):\n    if i == 50:\n        break\n", 2),  # the header says fewer
+        ("for i in range(1, n):\n    if i == 3:\n        break\n", None),  # not counted from 0
+        ("for i in range(n):\n    if i == 3:\n        print(i)\n", None),  # does not leave
+        ("for i in range(n):\n    if j == 3:\n        break\n", None),  # not the counter
+        ("for i in range(n):\n    if i == limit:\n        break\n", None),  # unknown bound
     ],
 )
 def test_iteration_count(source: str, count: int | None) -> None:
