@@ -295,15 +295,39 @@ class DeviceIndex:
             self._runs_compiled[key] = cached
         return cached
 
+    def scans_steps(self, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
+        """Whether `call` is a `jax.lax.scan` over no data run for a count of steps
+        (`lax.scan(train_step, carry, None, length=log_interval)`): a chunk of steps run as
+        one compiled loop, unless the count is known to be few. A scan over `xs` (a
+        sequence, a batch) is one pass over that data, not a run of steps."""
+        from ._frequency import FEW, integer_value
+
+        if self.ctx.resolve(call.func, tuple(ancestors), anchor=call) != "jax.lax.scan":
+            return False
+        length = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "length"), None)
+        if length is None:
+            return False
+        xs = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "xs"), None)
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        if xs is None and len(positional) >= 3:
+            xs = positional[2]
+        if xs is not None and not (isinstance(xs, cst.Name) and xs.value == "None"):
+            return False
+        count = integer_value(self.ctx, length, [*ancestors, call])
+        return count is None or count > FEW
+
     def runs_work_loop(self, call: cst.Call, ancestors: Sequence[cst.CSTNode], depth: int = 0) -> bool:
         """Whether `call` runs a function of this file (a `def` it can see, or a method
         called on `self`), or one that such a function calls, whose body has a loop that runs
         many times (`_frequency.loop_runs`: over data or steps, not a model's layers or a
         short table) and sends work to the device on each iteration: a training run, an
-        evaluation over a data set. A cost paid once per `call` is paid once per such loop."""
+        evaluation over a data set; also a `lax.scan` of many steps (`scans_steps`). A cost
+        paid once per `call` is paid once per such loop."""
         from ._frequency import Often, loop_runs
 
         path = tuple(ancestors)
+        if self.scans_steps(call, path):
+            return True
         func = call.func
         target: cst.FunctionDef | None = None
         scope_path: tuple[cst.CSTNode, ...] = ()

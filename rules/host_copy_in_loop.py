@@ -97,7 +97,9 @@ cost a copy, not a stall;
 once per iteration of a loop that runs an inner loop of device work, in its body or in a
 function of the file it calls (a training run or an evaluation over a data set per round:
 `ctx.device.runs_work_loop`; not a loop over a model's layers, nor a jitted function's
-loop, which is one compiled program); of values computed before the loop
+loop, which is one compiled program), or a chunk of steps as one `lax.scan` over no data
+(`lax.scan(train_step, carry, None, length=log_interval)`: a copy per chunk is periodic
+logging already; not a scan over each batch's sequence, nor one of a few steps); of values computed before the loop
 (after the first copy jax keeps the host copy), of NumPy values, in loops that send no work
 to the device, and inside jitted or otherwise traced code. It also stays silent for a list of
 Python values built to be used where Python values are needed right after
