@@ -89,6 +89,8 @@ _NUMPY_NO_COPY = frozenset(
 _NUMPY_COPY_MODULES = ("numpy.", "numpy.linalg.")
 # Builtins that convert a jax.Array to a Python value (and so wait for it and copy it).
 HOST_CONVERSION_BUILTINS = _jaxapi.HOST_BUILTINS - {"print"}
+# A range of integers as an array: scanned over, a run of step numbers.
+_ARANGES = frozenset({"jax.numpy.arange", "numpy.arange"})
 # Builtins whose result holds the device values of their arguments.
 _PASSING_BUILTINS = frozenset({"list", "tuple", "reversed", "iter", "sum", "max", "min", "abs", "sorted", "next"})
 _TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map", "equinox.filter"})
@@ -297,23 +299,30 @@ class DeviceIndex:
 
     def scans_steps(self, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
         """Whether `call` is a `jax.lax.scan` over no data run for a count of steps
-        (`lax.scan(train_step, carry, None, length=log_interval)`): a chunk of steps run as
-        one compiled loop, unless the count is known to be few. A scan over `xs` (a
-        sequence, a batch) is one pass over that data, not a run of steps."""
-        from ._frequency import FEW, integer_value
+        (`lax.scan(train_step, carry, None, length=log_interval)`) or over step numbers
+        (`jnp.arange(c * log_every, (c + 1) * log_every)`, inline or assigned just before):
+        a chunk of steps run as one compiled loop, unless the count is known to be few. A
+        scan over other `xs` (a sequence, a batch) is one pass over that data."""
+        from ._frequency import FEW, integer_value, items_count, reaching_value
 
+        path = [*ancestors, call]
         if self.ctx.resolve(call.func, tuple(ancestors), anchor=call) != "jax.lax.scan":
             return False
         length = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "length"), None)
-        if length is None:
-            return False
         xs = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "xs"), None)
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
         if xs is None and len(positional) >= 3:
             xs = positional[2]
-        if xs is not None and not (isinstance(xs, cst.Name) and xs.value == "None"):
+        if xs is None or (isinstance(xs, cst.Name) and xs.value == "None"):
+            if length is None:
+                return False
+            count = integer_value(self.ctx, length, path)
+            return count is None or count > FEW
+        # `lax.scan(step, carry, jnp.arange(start, start + log_every))`: over step numbers
+        steps = reaching_value(xs.value, path) if isinstance(xs, cst.Name) else xs
+        if not (isinstance(steps, cst.Call) and self.ctx.resolve(steps.func, tuple(path), anchor=steps) in _ARANGES):
             return False
-        count = integer_value(self.ctx, length, [*ancestors, call])
+        count = items_count(self.ctx, steps, path)
         return count is None or count > FEW
 
     def runs_work_loop(self, call: cst.Call, ancestors: Sequence[cst.CSTNode], depth: int = 0) -> bool:

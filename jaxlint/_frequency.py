@@ -47,6 +47,7 @@ __all__ = [
     "describe_loop",
     "loop_evidence",
     "integer_value",
+    "reaching_value",
     "items_count",
     "leaves_block",
     "iteration_count",
@@ -466,7 +467,7 @@ def _count(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode], 
             return len(expr.elements)
         return None
     if isinstance(expr, cst.Name):
-        reaching = _reaching_value(expr.value, path)
+        reaching = reaching_value(expr.value, path)
         values = [reaching] if reaching is not None else _assigned(ctx, expr.value, path)
         return _most(_count(ctx, value, path, depth + 1) for value in values)
     if isinstance(expr, cst.Call):
@@ -536,7 +537,7 @@ def _asked_count(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], dept
     return None
 
 
-def _reaching_value(name: str, path: Sequence[cst.CSTNode]) -> cst.BaseExpression | None:
+def reaching_value(name: str, path: Sequence[cst.CSTNode]) -> cst.BaseExpression | None:
     """The value `name` holds where the code at the end of `path` reads it, when the last
     statement before it that binds the name is a plain `name = value` in the same block or
     a block around it (`dataset = make(n_graphs=1000)`, later `dataset = make(n_graphs=2)`:
