@@ -11,14 +11,7 @@ build from a shape (`np.prod(x.shape)`, `np.dtype`, `np.zeros(n)`, `np.zeros_lik
 (`f"{x.tolist()}"`, `print(float(x))`), counts only in a loop that runs compiled or model code
 on each iteration (a jitted step, `model.apply`, a function of the file returning device
 values): one that only indexes an array made before it, or runs a few eager ops, has no
-compiled work for the print to hold up. Any other copy counts only in a loop that runs
-compiled code or a model's forward on each iteration (a jitted step, `model.apply(...)`,
-a function of the file that makes such a call: `DeviceIndex.runs_compiled(models=True)`), or
-when it copies one item of a device result made before the loop (`np.array(acts[layer][i])`,
-`np.nonzero(scores[:, c] > 0.5)`: one transfer per item where one whole copy would do). A
-loop of eager ops alone (a toy simulation stepping a few `jnp` calls, a forward written as
-eager matmuls) is bound by Python dispatching its ops one by one, and the copy adds little
-there; `--preview` reports those loops too.
+compiled work for the print to hold up.
 
 ## Why is this bad?
 
@@ -278,29 +271,13 @@ class HostCopyInLoop(Rule):
             # Under such a guard only a loop that runs compiled or model code per iteration (an
             # eval loop over a test set) counts; one summarising finished results does not.
             calls_only = display or _occasional(ctx, path, loops, loop)
-            if (
-                _fresh(ctx, value, value_path, loop, inner)
-                and ctx.device.loop_dispatches(loop, loop_path, calls_only=calls_only)
-                and (self.preview or self._device_work_to_wait_for(value, loop, loop_path))
-            ):
+            if _fresh(ctx, value, value_path, loop, inner) and ctx.device.loop_dispatches(loop, loop_path, calls_only=calls_only):
                 if self._waits_anyway(loop, loop_path) or self._per_outer_iteration(loop, loop_path, path):
                     return None
                 if self._logs_results(node, value, value_path, loop, loop_path) or _copied_before(ctx, node, value, loop, loop_path):
                     return None
                 return loop
         return None
-
-    def _device_work_to_wait_for(self, value: cst.BaseExpression, loop: Loop, loop_path: list[cst.CSTNode]) -> bool:
-        """Whether a wait in `loop` holds up device work worth the name: each iteration runs
-        compiled code or a model's forward (`DeviceIndex.loop_dispatches(compiled=True,
-        models=True)`), or the copy takes one item of a device result made before the loop
-        (`acts[layer][i]`, `scores[:, c] > 0.5`: one transfer per item where one would do). A
-        loop of eager ops alone (a toy simulation stepping `jnp` calls, a forward written as
-        eager matmuls) is bound by Python dispatching them one by one; the copy adds little
-        there. With `--preview` such loops are reported too."""
-        if self.ctx.device.loop_dispatches(loop, loop_path, compiled=True, models=True):
-            return True
-        return _piece_of_earlier_result(self.ctx, value, loop) or _iterated_device_array(self.ctx, value, loop) is not None
 
     def _why(self, node: cst.CSTNode, loop: Loop) -> list[str]:
         return [loop_evidence(self.ctx, loop, self.ctx.path_to(node))]
@@ -825,25 +802,6 @@ def _slice_of_earlier_result(ctx, value: cst.BaseExpression, loop: Loop) -> str 
     if base.value in ctx.loop_bindings(loop):
         return None
     return base.value
-
-
-def _piece_of_earlier_result(ctx, value: cst.BaseExpression, loop: Loop) -> bool:  # type: ignore[no-untyped-def]
-    """Whether the copy takes a piece of a device result made before the loop, indexed by
-    what the loop binds (`acts[layer][i]`, `scores[:, c] > 0.5`, `layer_act` assigned
-    `acts[key][i]` in the body): one transfer per item where one whole copy would do."""
-    if _slice_of_earlier_result(ctx, value, loop) is not None:
-        return True
-    bound = ctx.loop_bindings(loop)
-    for node in iter_subtree(value, into_scopes=False):
-        if not isinstance(node, cst.Subscript):
-            continue
-        base = node.value
-        while isinstance(base, cst.Subscript):
-            base = base.value
-        if isinstance(base, cst.Name) and base.value not in bound:
-            if any(free_names(element) & bound for element in node.slice):
-                return True
-    return False
 
 
 def _copied_before(ctx, node: cst.CSTNode, value: cst.BaseExpression, loop: Loop, loop_path: list[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]
