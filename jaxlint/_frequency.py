@@ -348,14 +348,13 @@ def stops_after(ctx: FileContext, loop: cst.For, ancestors: Sequence[cst.CSTNode
         if _may_continue(statement):
             return None  # `if skip: continue` before it: later iterations can pass it by
         if isinstance(statement, cst.SimpleStatementLine):
-            if any(isinstance(small, (cst.Break, cst.Return, cst.Raise)) for small in statement.body):
+            if _exits_loop(statement):
                 return 1
             continue
         if counter is None or not isinstance(statement, cst.If) or statement.orelse is not None:
             continue
         leaves = statement.body.body
-        if not (leaves and isinstance(leaves[-1], cst.SimpleStatementLine)
-                and any(isinstance(small, (cst.Break, cst.Return, cst.Raise)) for small in leaves[-1].body)):
+        if not (leaves and _exits_loop(leaves[-1])):
             continue
         test = statement.test
         if not (
@@ -374,6 +373,14 @@ def stops_after(ctx: FileContext, loop: cst.For, ancestors: Sequence[cst.CSTNode
         if isinstance(target.operator, cst.GreaterThan):
             return bound + 2
     return None
+
+
+def _exits_loop(statement: cst.CSTNode) -> bool:
+    """Whether `statement` is a line that leaves the loop it is in (`break`, `return`,
+    `raise`; unlike `leaves_block`, not `continue`)."""
+    return isinstance(statement, cst.SimpleStatementLine) and any(
+        isinstance(small, (cst.Break, cst.Return, cst.Raise)) for small in statement.body
+    )
 
 
 def _counter_name(loop: cst.For) -> str | None:
