@@ -7,7 +7,9 @@ runs next (also through the names the loop computes from it: `dx = float(d)`, `t
 `if total > tol:`), a value the next iteration starts from, a list of sizes then used as
 shapes, or an argument of a host library that computes with it at once (`library.toml`'s
 `host-consumers`: sklearn, scipy, mujoco, PIL...), also of a method of an object such a
-library made (`env = gym.make(name)`, then `env.step(action)`).
+library made (`env = gym.make(name)`, then `env.step(action)`), or of a function of the file
+that turns what it is given into Python values and returns what it makes of them (`decode =
+lambda ids: "".join(vocab[int(i)] for i in ids)`, then `decode(tokens)`: `converts_on_host`).
 Rules that weigh a host copy (host-copy-in-loop) ask here rather than guessing.
 """
 
@@ -19,7 +21,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ._device import HOST_ATTRIBUTES
-from ._jaxapi import is_array_op, is_host_consumer
+from ._bindings import Kind
+from ._jaxapi import HOST_BUILTINS, HOST_METHODS, is_array_op, is_host_consumer, is_host_copy
 from ._nodes import free_names, iter_subtree, reads_name, root_name
 from ._scope import target_names
 from ._walk import path_below, walk_with_paths
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "array_op_call",
     "carried",
+    "converts_on_host",
     "decided_on",
     "derived",
     "ends_timing",
@@ -236,10 +240,74 @@ def feeds_host_library(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode]
     """`call` is a function of a host library that computes with its arguments at once
     (`sklearn.datasets.make_moons`, `PIL.Image.fromarray`: `library.toml`'s host-consumers)."""
     index = next((i for i, n in enumerate(path) if n is call), len(path))
+    if converts_on_host(ctx, call, path[:index]):
+        return True
     name = ctx.resolve(call.func, path[:index], anchor=call)
     if name is not None:
         return is_host_consumer(name)
     return _host_object_method(ctx, call, tuple(path[:index]))
+
+
+def converts_on_host(ctx: FileContext, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Whether `call` (whose ancestors are `ancestors`) calls a function of the file, a `def`
+    or a name bound to a `lambda` (every binding of the name one of them), that turns a
+    parameter, or each item of one, into Python values (`int(t)`, `float(p)`, `t.item()`,
+    `p.tolist()`, `np.asarray(p)`) and returns what it makes of them: `decode = lambda ids:
+    "".join(vocab[int(t)] for t in ids)`, then `text = decode(tokens)`. The host computes
+    with the argument at once, as a host library would. A function that only prints or logs
+    what it converts returns nothing and is not one: its copy could be deferred."""
+    if not isinstance(call.func, cst.Name):
+        return False
+    bindings = ctx.bindings.of(call.func.value, [*ancestors, call])
+    if not bindings:
+        return False
+    for binding in bindings:
+        if binding.kind is Kind.DEF and isinstance(binding.node, cst.FunctionDef):
+            function: cst.FunctionDef | cst.Lambda = binding.node
+        elif binding.kind is Kind.ASSIGN and isinstance(binding.value, cst.Lambda):
+            function = binding.value
+        else:
+            return False
+        if not _returns_converted(ctx, function, (binding.path, binding.node)):
+            return False
+    return True
+
+
+def _returns_converted(ctx: FileContext, function: cst.FunctionDef | cst.Lambda, where: tuple[Sequence[cst.CSTNode], cst.CSTNode]) -> bool:
+    """`function` (bound by `where`: the binding's ancestors and statement) converts one of its parameters, or an item it iterates out of
+    one, to Python values inside the expression it returns."""
+    params = {p.name.value for p in (*function.params.posonly_params, *function.params.params)}
+    if isinstance(function, cst.Lambda):
+        returned: list[cst.CSTNode] = [function.body]
+    else:
+        returned = [
+            n.value
+            for n in iter_subtree(function.body, into_scopes=False)
+            if isinstance(n, cst.Return) and n.value is not None
+        ]
+    for expr in returned:
+        items = set(params)
+        for node in iter_subtree(expr, into_scopes=False):
+            if isinstance(node, cst.CompFor) and any(reads_name(node.iter, name) for name in items):
+                items |= set(target_names(node.target))
+        for node in iter_subtree(expr, into_scopes=False):
+            if isinstance(node, cst.Call) and _converts_one_of(ctx, node, items, where):
+                return True
+    return False
+
+
+def _converts_one_of(ctx: FileContext, call: cst.Call, names: set[str], where: tuple[Sequence[cst.CSTNode], cst.CSTNode]) -> bool:
+    """`int(t)`, `t.item()`, `p.tolist()`, `np.asarray(p)` with `t`/`p` among `names`."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value in HOST_METHODS:
+        return isinstance(func.value, cst.Name) and func.value.value in names
+    first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
+    if not (isinstance(first, cst.Name) and first.value in names):
+        return False
+    if isinstance(func, cst.Name) and func.value in HOST_BUILTINS:
+        return True
+    resolved = ctx.resolve(func, where[0], anchor=where[1])
+    return resolved is not None and is_host_copy(resolved)
 
 
 def _host_object_method(ctx: FileContext, call: cst.Call, at: tuple[cst.CSTNode, ...]) -> bool:
