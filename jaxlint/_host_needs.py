@@ -248,15 +248,16 @@ def feeds_host_library(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode]
     return _host_object_method(ctx, call, tuple(path[:index]))
 
 
-def converts_on_host(ctx: FileContext, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
+def converts_on_host(ctx: FileContext, call: cst.Call, ancestors: Sequence[cst.CSTNode], depth: int = 0) -> bool:
     """Whether `call` (whose ancestors are `ancestors`) calls a function of the file, a `def`
     or a name bound to a `lambda` (every binding of the name one of them), that turns a
     parameter, or each item of one, into Python values (`int(t)`, `float(p)`, `t.item()`,
-    `p.tolist()`, `np.asarray(p)`) and returns what it makes of them: `decode = lambda ids:
-    "".join(vocab[int(t)] for t in ids)`, then `text = decode(tokens)`. The host computes
-    with the argument at once, as a host library would. A function that only prints or logs
-    what it converts returns nothing and is not one: its copy could be deferred."""
-    if not isinstance(call.func, cst.Name):
+    `p.tolist()`, `np.asarray(p)`) or hands it to a host library (`tokenizer.decode(ids)`),
+    and returns what it makes of them: `decode = lambda ids: "".join(vocab[int(t)] for t in
+    ids)`, then `text = decode(tokens)`. The host computes with the argument at once, as a
+    host library would. A function that only prints or logs what it converts returns nothing
+    and is not one: its copy could be deferred."""
+    if not isinstance(call.func, cst.Name) or depth > 2:
         return False
     bindings = ctx.bindings.of(call.func.value, [*ancestors, call])
     if not bindings:
@@ -264,39 +265,62 @@ def converts_on_host(ctx: FileContext, call: cst.Call, ancestors: Sequence[cst.C
     for binding in bindings:
         if binding.kind is Kind.DEF and isinstance(binding.node, cst.FunctionDef):
             function: cst.FunctionDef | cst.Lambda = binding.node
+            inside = [*binding.path, function, function.body]
         elif binding.kind is Kind.ASSIGN and isinstance(binding.value, cst.Lambda):
             function = binding.value
+            inside = [*binding.path, *_down_to(binding.node, function), function]
         else:
             return False
-        if not _returns_converted(ctx, function, (binding.path, binding.node)):
+        if not _returns_converted(ctx, function, inside, depth):
             return False
     return True
 
 
-def _returns_converted(ctx: FileContext, function: cst.FunctionDef | cst.Lambda, where: tuple[Sequence[cst.CSTNode], cst.CSTNode]) -> bool:
-    """`function` (bound by `where`: the binding's ancestors and statement) converts one of its parameters, or an item it iterates out of
-    one, to Python values inside the expression it returns."""
+def _down_to(root: cst.CSTNode, target: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes from `root` down to `target`'s parent ([] when `target` is not below it)."""
+    for node, path in walk_with_paths(root, []):
+        if node is target:
+            return list(path)
+    return []
+
+
+def _returns_converted(ctx: FileContext, function: cst.FunctionDef | cst.Lambda, inside: list[cst.CSTNode], depth: int) -> bool:
+    """`function` (whose body's ancestors are `inside`) converts one of its parameters, or an
+    item it iterates out of one, to Python values or hands it to a host library, inside the
+    expression it returns."""
     params = {p.name.value for p in (*function.params.posonly_params, *function.params.params)}
     if isinstance(function, cst.Lambda):
-        returned: list[cst.CSTNode] = [function.body]
+        returned = [(function.body, inside)]
     else:
         returned = [
-            n.value
-            for n in iter_subtree(function.body, into_scopes=False)
-            if isinstance(n, cst.Return) and n.value is not None
+            (n.value, [*path, n])
+            for n, path in walk_with_paths(function.body, inside[:-1])
+            if isinstance(n, cst.Return) and n.value is not None and not any(isinstance(p, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) for p in path[len(inside) :])
         ]
-    for expr in returned:
+    for expr, expr_path in returned:
         items = set(params)
         for node in iter_subtree(expr, into_scopes=False):
             if isinstance(node, cst.CompFor) and any(reads_name(node.iter, name) for name in items):
                 items |= set(target_names(node.target))
-        for node in iter_subtree(expr, into_scopes=False):
-            if isinstance(node, cst.Call) and _converts_one_of(ctx, node, items, where):
+        for node, path in walk_with_paths(expr, expr_path):
+            if not isinstance(node, cst.Call):
+                continue
+            if _converts_one_of(ctx, node, items, path):
+                return True
+            given = any(isinstance(a.value, cst.Name) and a.value.value in items for a in node.args)
+            if given and (converts_on_host(ctx, node, path, depth + 1) or _library_call(ctx, node, path)):
                 return True
     return False
 
 
-def _converts_one_of(ctx: FileContext, call: cst.Call, names: set[str], where: tuple[Sequence[cst.CSTNode], cst.CSTNode]) -> bool:
+def _library_call(ctx: FileContext, call: cst.Call, ancestors: list[cst.CSTNode]) -> bool:
+    name = ctx.resolve(call.func, ancestors, anchor=call)
+    if name is not None:
+        return is_host_consumer(name)
+    return _host_object_method(ctx, call, tuple(ancestors))
+
+
+def _converts_one_of(ctx: FileContext, call: cst.Call, names: set[str], ancestors: list[cst.CSTNode]) -> bool:
     """`int(t)`, `t.item()`, `p.tolist()`, `np.asarray(p)` with `t`/`p` among `names`."""
     func = call.func
     if isinstance(func, cst.Attribute) and func.attr.value in HOST_METHODS:
@@ -306,7 +330,7 @@ def _converts_one_of(ctx: FileContext, call: cst.Call, names: set[str], where: t
         return False
     if isinstance(func, cst.Name) and func.value in HOST_BUILTINS:
         return True
-    resolved = ctx.resolve(func, where[0], anchor=where[1])
+    resolved = ctx.resolve(func, ancestors, anchor=call)
     return resolved is not None and is_host_copy(resolved)
 
 
