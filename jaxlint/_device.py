@@ -330,12 +330,13 @@ class DeviceIndex:
         called on `self`), or one that such a function calls, whose body has a loop that runs
         many times (`_frequency.loop_runs`: over data or steps, not a model's layers or a
         short table) and sends work to the device on each iteration: a training run, an
-        evaluation over a data set; also a `lax.scan` of many steps (`scans_steps`). A cost
-        paid once per `call` is paid once per such loop."""
+        evaluation over a data set; also a `lax.scan` of many steps (`scans_steps`), and a
+        library's whole solve or sampling run (`runs_solver`). A cost paid once per `call` is
+        paid once per such loop."""
         from ._frequency import Often, loop_runs
 
         path = tuple(ancestors)
-        if self.scans_steps(call, path):
+        if self.scans_steps(call, path) or self.runs_solver(call, path):
             return True
         func = call.func
         target: cst.FunctionDef | None = None
@@ -534,6 +535,26 @@ class DeviceIndex:
                 if found is not None:
                     return found
         return None
+
+    def runs_solver(self, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
+        """Whether `call` runs a library's whole solve, simulation or sampling run
+        (`library.toml`'s `solver-runs`): `diffrax.diffeqsolve(...)`, or `solver.run(x0)` where
+        every binding of `solver` calls a solver class (`solver = jaxopt.LBFGS(fun)`)."""
+        path = tuple(ancestors)
+        name = self.ctx.resolve(call.func, path, anchor=call)
+        if name is not None:
+            return _jaxapi.is_solver_run(name)
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return False
+        made = self.made_from(func.value, path)
+        if not made:
+            return False
+        for maker, where in made:
+            name = self.ctx.resolve(maker, list(where), anchor=maker)
+            if name is None or not _jaxapi.is_solver_run(f"{name}.{func.attr.value}"):
+                return False
+        return True
 
     def made_from(
         self, holder: cst.BaseExpression, path: tuple[cst.CSTNode, ...]

@@ -10,6 +10,8 @@ read from the active library on every access (module `__getattr__`), so code tha
 
 from __future__ import annotations
 
+import fnmatch
+
 import contextlib
 import contextvars
 import hashlib
@@ -51,6 +53,7 @@ __all__ = [
     "PASS_THROUGH",
     "is_tree_util",
     "is_host_consumer",
+    "is_solver_run",
     "is_host_copy",
     "IN_PLACE_JIT",
     "OPERATION_LOADERS",
@@ -232,6 +235,7 @@ _ARRAY_FUNCTIONS = _names("array-functions")
 _HOST_NUMPY_REEXPORTS = _names("not-array-functions")
 _TREE_UTIL_MODULES = _prefixes("tree-util-modules")
 _HOST_CONSUMERS = _prefixes("host-consumers")
+_SOLVER_RUNS = _prefixes("solver-runs")
 
 
 def is_host_copy(qualified_name: str) -> bool:
@@ -264,6 +268,12 @@ def decorator_target(
             return None
         return func
     return resolve(expr)
+
+
+def is_solver_run(name: str) -> bool:
+    """Whether calling `name` runs a whole solve, simulation or sampling run of many device
+    steps (`diffrax.diffeqsolve`, `jaxopt.LBFGS.run`: the `solver-runs` table)."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in _SOLVER_RUNS)
 
 
 def is_host_consumer(name: str) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from jaxlint._host_needs import carried, decided_on, ends_timing, feeds_host_library, needed_now
+from jaxlint._host_needs import carried, converts_on_host, decided_on, ends_timing, feeds_host_library, needed_now
 from test_frequency_size import first_node
 
 _PRELUDE = "import jax\nimport jax.numpy as jnp\nimport numpy as np\nfrom sklearn.datasets import make_moons\n\n"
@@ -140,3 +140,57 @@ def _ends(body: str) -> bool:
 )
 def test_ends_timing(body: str, ends: bool) -> None:
     assert _ends(body) is ends
+
+
+def _converts(source: str) -> bool:
+    """`converts_on_host` on the first call of `source` spelled `show(...)`."""
+    ctx, call, ancestors = first_node(
+        _PRELUDE + source, lambda n: isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "show"
+    )
+    return converts_on_host(ctx, call, ancestors)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("source", "converts"),
+    [
+        ("show = lambda ids: ''.join(vocab[int(t)] for t in ids)\nfor x in xs:\n    s = show(x)\n", True),
+        ("def show(ids):\n    return [t.item() for t in ids]\nfor x in xs:\n    s = show(x)\n", True),
+        ("def show(x):\n    return np.asarray(x).mean()\nfor x in xs:\n    s = show(x)\n", True),
+        # handed to a host object's method and returned: `tokenizer.decode(ids)`
+        ("from tokenizers import Tokenizer\ntok = Tokenizer.from_file('t.json')\n"
+         "show = lambda ids: tok.decode(ids)\nfor x in xs:\n    s = show(x)\n", True),
+        ("def show(x):\n    print(float(x))\nfor x in xs:\n    show(x)\n", False),  # returns nothing: a log
+        ("def show(x):\n    return x * 2\nfor x in xs:\n    s = show(x)\n", False),  # device work, no conversion
+        ("def show(x):\n    return int(n)\nfor x in xs:\n    s = show(x)\n", False),  # converts something else
+        ("show = make()\nfor x in xs:\n    s = show(x)\n", False),  # not a function of the file
+    ],
+)
+def test_converts_on_host(source: str, converts: bool) -> None:
+    assert _converts(source) is converts
+
+
+def _runs_solver(source: str) -> bool:
+    """`DeviceIndex.runs_solver` on the first call of `source` whose callee ends in `run` or `solve`."""
+
+    def match(n: cst.CSTNode) -> bool:
+        if not isinstance(n, cst.Call):
+            return False
+        last = n.func.attr.value if isinstance(n.func, cst.Attribute) else getattr(n.func, "value", "")
+        return last in ("run", "diffeqsolve", "update")
+
+    ctx, call, ancestors = first_node("import diffrax\nimport jaxopt\nfrom numpyro.infer import MCMC, NUTS\n" + source, match)
+    return ctx.device.runs_solver(call, ancestors)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("source", "runs"),
+    [
+        ("sol = diffrax.diffeqsolve(term, solver, 0.0, 1.0, 0.1, y0)\n", True),
+        ("solver = jaxopt.LBFGS(fun=f)\nres = solver.run(x0)\n", True),
+        ("mcmc = MCMC(NUTS(model), num_warmup=500, num_samples=1000)\nmcmc.run(key, x)\n", True),
+        ("solver = jaxopt.LBFGS(fun=f)\nx, state = solver.update(x, state)\n", False),  # one step
+        ("runner = make_runner()\nrunner.run(x0)\n", False),  # not a solver class
+    ],
+)
+def test_runs_solver(source: str, runs: bool) -> None:
+    assert _runs_solver(source) is runs
