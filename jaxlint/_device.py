@@ -300,7 +300,8 @@ class DeviceIndex:
     def scans_steps(self, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
         """Whether `call` is a `jax.lax.scan` over no data run for a count of steps
         (`lax.scan(train_step, carry, None, length=log_interval)`) or over step numbers
-        (`jnp.arange(c * log_every, (c + 1) * log_every)`, inline or assigned just before):
+        (`jnp.arange(c * log_every, (c + 1) * log_every)`, inline or assigned just before) or
+        over a key per step (`keys[1:]` with `keys = jax.random.split(rng, num_steps + 1)`):
         a chunk of steps run as one compiled loop, unless the count is known to be few. A
         scan over other `xs` (a sequence, a batch) is one pass over that data."""
         from ._frequency import FEW, integer_value, items_count, reaching_value
@@ -318,11 +319,26 @@ class DeviceIndex:
                 return False
             count = integer_value(self.ctx, length, path)
             return count is None or count > FEW
-        # `lax.scan(step, carry, jnp.arange(start, start + log_every))`: over step numbers
+        # `lax.scan(step, carry, jnp.arange(start, start + log_every))`: over step numbers;
+        # `lax.scan(step, carry, keys[1:])` with `keys = jax.random.split(rng, num_steps + 1)`:
+        # over a key per step
+        while isinstance(xs, cst.Subscript):
+            xs = xs.value
         steps = reaching_value(xs.value, path) if isinstance(xs, cst.Name) else xs
-        if not (isinstance(steps, cst.Call) and self.ctx.resolve(steps.func, tuple(path), anchor=steps) in _ARANGES):
+        if not isinstance(steps, cst.Call):
             return False
-        count = items_count(self.ctx, steps, path)
+        maker = self.ctx.resolve(steps.func, tuple(path), anchor=steps)
+        if maker in _ARANGES:
+            count = items_count(self.ctx, steps, path)
+        elif maker == "jax.random.split":
+            number = [a.value for a in steps.args if a.keyword is None and not a.star][1:2] or [
+                a.value for a in steps.args if a.keyword is not None and a.keyword.value == "num"
+            ]
+            if not number:
+                return False  # `split(key)`: two keys
+            count = integer_value(self.ctx, number[0], path)
+        else:
+            return False
         return count is None or count > FEW
 
     def runs_work_loop(self, call: cst.Call, ancestors: Sequence[cst.CSTNode], depth: int = 0) -> bool:
@@ -330,7 +346,8 @@ class DeviceIndex:
         called on `self`), or one that such a function calls, whose body has a loop that runs
         many times (`_frequency.loop_runs`: over data or steps, not a model's layers or a
         short table) and sends work to the device on each iteration: a training run, an
-        evaluation over a data set; also a `lax.scan` of many steps (`scans_steps`), and a
+        evaluation over a data set; also a `lax.scan` of many steps (`scans_steps`), made here
+        or in a jitted function of the file it calls (`run_chunk = jax.jit(run_many)`), and a
         library's whole solve or sampling run (`runs_solver`). A cost paid once per `call` is
         paid once per such loop."""
         from ._frequency import Often, loop_runs
@@ -347,6 +364,9 @@ class DeviceIndex:
             found = self._local_def(func.value, path)
             if found is not None:
                 target, scope_path = found
+            elif self.ctx.jit.callee(call, list(path)) is not None:
+                target = self._jitted_def(func.value, path)  # `run_chunk = jax.jit(run_many)`
+                scope_path = (self.ctx.module,)
         elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             target = _method_def(func.attr.value, path)
             owner = next((i for i in range(len(path) - 1, -1, -1) if isinstance(path[i], cst.ClassDef)), None)
@@ -355,7 +375,12 @@ class DeviceIndex:
         if target is None or not isinstance(target.body, cst.IndentedBlock):
             return False
         if self.is_traced((*scope_path, target, target.body)):
-            return False  # a jitted function's loop unrolls into the one program each call runs
+            # A jitted function's Python loop unrolls into the one program each call runs; a
+            # `lax.scan` over many steps in it is a chunk of steps run per call.
+            return any(
+                isinstance(node, cst.Call) and self.scans_steps(node, node_path)
+                for node, node_path in _expressions(target.body, (*scope_path, target))
+            )
         key = (id(target), depth)
         cached = self._work_loops.get(key)
         if cached is not None:
