@@ -53,6 +53,7 @@ __all__ = [
     "Repeat",
     "Site",
     "counts_few_things",
+    "names_few_things",
     "call_arguments",
     "method_call_arguments",
     "parameter_calls",
@@ -1356,18 +1357,27 @@ def _mentions_structure(
                 node = node.attr
         elif isinstance(node, cst.SimpleString):
             text = node.value
-        if text is not None:
-            lowered = text.lower()
-            # `n_data_per_shard` counts data items, `steps_per_epoch` counts steps: what is
-            # counted comes before "per".
-            counted = re.split(r"(?:^|_)per(?:_|$)", lowered, maxsplit=1)[0] or lowered
-            if parts and any(word in counted for word in part_words):
-                return True
-            words = _TOKEN.findall(lowered)
-            if "per" in words:
-                words = words[: words.index("per")]  # `steps_per_epoch` counts steps, not epochs
-            tokens = {t[:-1] if t.endswith("s") and len(t) > 3 else t for t in words}
-            if tokens & _FEW_TOKENS:
-                return True
+        if text is not None and names_few_things(text, parts=parts, part_words=part_words):
+            return True
         stack.extend(iter_children(node))
     return False
+
+
+def names_few_things(
+    text: str, *, parts: bool = True, part_words: tuple[str, ...] = _PARTS_FEW_PER_COMPILE
+) -> bool:
+    """Whether the name `text` names a model part (one of `part_words`, only with `parts`;
+    by default those there are few of even for a compile per iteration) or something there are
+    few of (`epochs`, `seeds`, `configs`): `_mentions_structure` for one name, also read by the
+    project summary (`_project`), which has names but no libcst nodes."""
+    lowered = text.lower()
+    # `n_data_per_shard` counts data items, `steps_per_epoch` counts steps: what is
+    # counted comes before "per".
+    counted = re.split(r"(?:^|_)per(?:_|$)", lowered, maxsplit=1)[0] or lowered
+    if parts and any(word in counted for word in part_words):
+        return True
+    words = _TOKEN.findall(lowered)
+    if "per" in words:
+        words = words[: words.index("per")]  # `steps_per_epoch` counts steps, not epochs
+    tokens = {t[:-1] if t.endswith("s") and len(t) > 3 else t for t in words}
+    return bool(tokens & _FEW_TOKENS)

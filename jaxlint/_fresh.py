@@ -316,6 +316,34 @@ def value_captures(loop: Loop, callable_: cst.CSTNode, captured: set[str]) -> bo
     return True
 
 
+def closes_over_function_parameter(function: cst.FunctionDef, callable_: cst.CSTNode) -> bool:
+    """Whether `callable_`, made in the body of `function`, reads a parameter of `function`
+    that holds a function: one it calls, or one annotated `Callable` (`def normalize(f:
+    Callable): @jax.jit def const(key): return moment(f, key)`). Each call of `function` then
+    wraps a different function, a new configuration that compiles anyway, as a closure over a
+    function made in a loop's iteration is (`value_captures`)."""
+    reads = closure_reads(callable_)
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    if isinstance(params.star_arg, cst.Param):
+        every.append(params.star_arg)
+    called = {
+        node.func.value
+        for node in iter_subtree(callable_)
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name)
+    }
+    for param in every:
+        name = param.name.value
+        if name not in reads:
+            continue
+        if name in called:
+            return True
+        annotation = param.annotation
+        if annotation is not None and "Callable" in cst.Module([]).code_for_node(annotation.annotation):
+            return True
+    return False
+
+
 def _is_partial_like(call: cst.Call) -> bool:
     func = call.func
     name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")

@@ -1305,25 +1305,28 @@ class _LoopCalls:
         self.calls: dict[str, int] = {}
 
     def found(self, tree: ast.Module) -> tuple[tuple[str, str], ...]:
-        self._walk(tree.body, None, {}, None)
+        self._walk(tree.body, None, {}, None, {})
         return tuple(sorted((name, str(line)) for name, line in self.calls.items()))
 
-    def _walk(self, body: list[ast.stmt], cls: str | None, bound: dict[str, str | None], loop: int | None) -> None:
+    def _walk(
+        self, body: list[ast.stmt], cls: str | None, bound: dict[str, str | None], loop: int | None, tables: dict[str, int]
+    ) -> None:
         for statement in body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if not _test_name(statement.name) and not (cls is None and statement.name in self.traced) and not any(
                     self._resolve(d.func if isinstance(d, ast.Call) else d) in _jaxapi.TRACING for d in statement.decorator_list
                 ):
-                    self._walk(statement.body, cls, {}, None)  # its body runs when it is called
+                    self._walk(statement.body, cls, {}, None, {})  # its body runs when it is called
                 continue
             if isinstance(statement, ast.ClassDef):
                 if not _test_name(statement.name):
-                    self._walk(statement.body, statement.name if cls is None else "", {}, None)
+                    self._walk(statement.body, statement.name if cls is None else "", {}, None, {})
                 continue
             if isinstance(statement, ast.Assign):
                 self._bind(statement, bound)
+                _bind_table(statement, tables)
             inner = guarded = loop
-            if isinstance(statement, (ast.For, ast.AsyncFor, ast.While)) and loop is None and not _few_items(statement):
+            if isinstance(statement, (ast.For, ast.AsyncFor, ast.While)) and loop is None and not _few_items(statement, tables):
                 inner = guarded = statement.lineno
             elif isinstance(statement, ast.If) and any(
                 isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) for node in ast.walk(statement.test)
@@ -1344,12 +1347,14 @@ class _LoopCalls:
             for name in ("body", "orelse", "finalbody"):
                 block = getattr(statement, name, None)
                 if isinstance(block, list):
-                    self._walk([s for s in block if isinstance(s, ast.stmt)], cls, bound, guarded if name == "body" else inner)
+                    self._walk(
+                        [s for s in block if isinstance(s, ast.stmt)], cls, bound, guarded if name == "body" else inner, tables
+                    )
             for handler in getattr(statement, "handlers", ()):
-                self._walk(handler.body, cls, bound, inner)
+                self._walk(handler.body, cls, bound, inner, tables)
             if isinstance(statement, ast.Match):
                 for case in statement.cases:
-                    self._walk(case.body, cls, bound, inner)
+                    self._walk(case.body, cls, bound, inner, tables)
 
     def _bind(self, statement: ast.Assign, bound: dict[str, str | None]) -> None:
         """`agent = Agent(...)`: the name holds an instance of that class (None: bound to
@@ -1388,19 +1393,64 @@ def _test_name(name: str) -> bool:
     return name.startswith(("test", "Test")) or name.endswith(("Test", "Tests", "TestCase"))
 
 
-def _few_items(loop: ast.For | ast.AsyncFor | ast.While) -> bool:
-    """A loop over a literal table of at most four entries, or `range` of at most four."""
+def _few_items(loop: ast.For | ast.AsyncFor | ast.While, tables: Mapping[str, int] | None = None) -> bool:
+    """A loop over a literal table of at most four entries (spelled in the header, or a name
+    the code before it assigned one: `prompts = ["a", "b", "c"]`, `for p in prompts`), or
+    `range` of at most four; or a loop whose header names things there are few of, or a
+    model's parts, as a file's own reading of a loop that compiles per iteration does
+    (`_callgraph.names_few_things`: `for level in levels`, `for seed in seeds`, `for name,
+    fn in configs`; not layers or blocks, which a real model has dozens of)."""
     if isinstance(loop, ast.While):
         return False
     iterable = loop.iter
+    if isinstance(iterable, ast.Name) and tables and iterable.id in tables:
+        return tables[iterable.id] <= 4
     if isinstance(iterable, (ast.List, ast.Tuple, ast.Set)):
         return len(iterable.elts) <= 4
     if isinstance(iterable, ast.Dict):
         return len(iterable.keys) <= 4
     if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range":
         args = iterable.args
-        return len(args) == 1 and isinstance(args[0], ast.Constant) and isinstance(args[0].value, int) and args[0].value <= 4
-    return False
+        if len(args) == 1 and isinstance(args[0], ast.Constant) and isinstance(args[0].value, int) and args[0].value <= 4:
+            return True
+    return _header_names_few(loop.target, iterable)
+
+
+def _header_names_few(target: ast.expr, iterable: ast.expr) -> bool:
+    """Whether a loop's target or iterable names things there are few of or a model's parts
+    (read as `_callgraph._iterates_data` reads a header: an attribute by its own name, not its
+    owner's; a call by its function and what it is given to iterate, not its options)."""
+    from ._callgraph import names_few_things
+
+    names: list[str] = [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+    stack: list[ast.expr] = [iterable]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name):
+            names.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.append(node.attr)
+        elif isinstance(node, ast.Call):
+            stack.append(node.func)
+            stack.extend(a for a in node.args if not isinstance(a, ast.Starred))
+        elif isinstance(node, (ast.Subscript, ast.Starred)):
+            stack.append(node.value)
+        elif isinstance(node, (ast.BinOp,)):
+            stack.extend((node.left, node.right))
+    return any(names_few_things(name) for name in names)
+
+
+def _bind_table(statement: ast.Assign, tables: dict[str, int]) -> None:
+    """`prompts = ["a", "b"]`: the name holds a literal table of that many entries (a name bound
+    to anything else holds an unknown count from there on)."""
+    value = statement.value
+    size = len(value.elts) if isinstance(value, (ast.List, ast.Tuple, ast.Set)) else None
+    for target in statement.targets:
+        if isinstance(target, ast.Name):
+            if size is None:
+                tables.pop(target.id, None)
+            else:
+                tables[target.id] = size
 
 
 def _yields_in_loop(body: list[ast.stmt], in_loop: bool) -> bool:

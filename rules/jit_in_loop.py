@@ -109,6 +109,7 @@ from jaxlint._fresh import (
     assigned_name,
     called_once_per_call,
     calls_by_name,
+    closes_over_function_parameter,
     closure_reads,
     enclosing_function,
     fresh_kind,
@@ -195,6 +196,9 @@ class JitInLoop(Rule):
                 return  # stored, returned or handed on, or driving a loop of the function
             if kind is None and not (isinstance(target, cst.Name) and nested_def(function, target.value)):
                 return
+        callable_ = target if kind is not None else _nested(function, target)
+        if callable_ is not None and closes_over_function_parameter(function, callable_):
+            return  # each call wraps the function it is given: a new configuration
         fix = None
         if kind is None:
             assert isinstance(target, cst.Name)
@@ -212,6 +216,8 @@ class JitInLoop(Rule):
         function = enclosing_function(ancestors)
         if function is None or not called_once_per_call(function, node.name.value):
             return  # a factory, whose caller decides how often it runs, or a loop's driver
+        if closes_over_function_parameter(function, node):
+            return  # each call wraps the function it is given: a new configuration
         decorator = self._jit_decorator(node, api, ancestors)
         what = f"the nested `def {node.name.value}`, made anew on every call,"
         fix = self._module_level_def(node, function, ancestors)
@@ -463,6 +469,20 @@ def _message(module: cst.Module, wrap: _Wrap) -> str:
         names = ", ".join(f"`{n}`" for n in sorted(wrap.captured))
         text += f" and pass {names} as argument{'s' if len(wrap.captured) > 1 else ''}"
     return text
+
+
+def _nested(function: cst.FunctionDef, target: cst.BaseExpression) -> cst.FunctionDef | None:
+    """The `def` nested in `function` that the name `target` wraps."""
+    if not isinstance(target, cst.Name):
+        return None
+    return next(
+        (
+            node
+            for node in iter_subtree(function.body)
+            if isinstance(node, cst.FunctionDef) and node.name.value == target.value
+        ),
+        None,
+    )
 
 
 def _fresh_callable(kind: str, callable_: cst.CSTNode) -> str:
