@@ -318,6 +318,8 @@ class BatchIndex:
             stop, step = args[1], args[2]
             if self._drops_remainder(stop, step, loop) or self._single_rows(step, loop):
                 return None
+            if self._divides(stop, step, loop):
+                return None
             slices = _step_slices(loop, index, step)
             if not slices:
                 return None
@@ -473,6 +475,52 @@ class BatchIndex:
                 return False
         size = integer_value(self.ctx, step, [*path, loop])
         return size is not None and size <= 1
+
+    def _divides(self, stop: cst.BaseExpression, step: cst.BaseExpression, loop: cst.For) -> bool:
+        """The step is a known integer that divides every value the stop is known to take: a
+        literal or a name assigned one, a configuration field at the default the file declares
+        for it (`add_argument("--n-keys", default=2000)`, `_frequency.integer_value`), or a
+        parameter of the function that every call of the file passes such a value (`def
+        losses(n_keys)` called with `args.n_keys`): every batch is full, the last one too."""
+        path = self._paths.get(id(loop))
+        if path is None:
+            try:
+                path = self.ctx.ancestors_of(loop)
+            except ValueError:
+                return False
+        size = integer_value(self.ctx, step, [*path, loop])
+        if size is None or size <= 1:
+            return False
+        totals = self._known_integers(stop, [*path, loop])
+        return bool(totals) and all(t > 0 and t % size == 0 for t in totals)
+
+    def _known_integers(self, expr: cst.BaseExpression, path: list[cst.CSTNode]) -> list[int]:
+        """The values `expr` takes where `path` reads it: `integer_value`'s, or for a parameter
+        of the function around it, those that every call of the file passes (or leaves as the
+        default); empty when one is unknown."""
+        from ._bindings import Kind
+        from ._callgraph import parameter_calls
+
+        value = integer_value(self.ctx, expr, path)
+        if value is not None:
+            return [value]
+        if not isinstance(expr, cst.Name):
+            return []
+        bindings = self.ctx.bindings.of(expr.value, path)
+        if len(bindings) != 1 or bindings[0].kind is not Kind.PARAM:
+            return []
+        found = parameter_calls(self.ctx, bindings[0].node, bindings[0].path)
+        if found is None:
+            return []
+        param, calls = found
+        values: list[int] = []
+        for passed, at in calls:
+            given = param.default if passed is None else passed
+            known = integer_value(self.ctx, given, at) if given is not None else None
+            if known is None:
+                return []
+            values.append(known)
+        return values
 
     def _ceil_count(self, count: cst.BaseExpression, loop: cst.For) -> bool:
         """A number of batches rounded up: `ceil(n / bs)`, `(n + bs - 1) // bs`,

@@ -20,9 +20,14 @@ batch), one stored under a name the function then calls (`scale = jax.jit(lambda
 weight-processing helper called once per loaded layer). The function may also run many times
 from outside its file: another module of the project calls it once per iteration of a loop
 (`act(weights, obs)` in `train.py`'s episode loop, `agent.score(obs)` for an `agent =
-Policy(...)`), or it is a method its framework calls on every step (`library.toml`'s
+Policy(...)`; not a loop over a name assigned a literal table of a few entries, nor one whose
+header names few things or a model's parts, `for level in levels`, as for the file's own
+loops), or it is a method its framework calls on every step (`library.toml`'s
 `per-step-methods`: `step` of a `gymnasium.Env` subclass, vLLM's
-`process_weights_after_loading`, once per layer). These findings have no fix.
+`process_weights_after_loading`, once per layer). These findings have no fix. A wrapper of
+a callable that reads a parameter holding a function (one it calls, or one annotated
+`Callable`: `def normalize(f: Callable)` jitting a closure over `f`) is not reported: each call
+wraps the function it is given, a new configuration that compiles anyway.
 
 It stays silent in tests and in benchmark functions (`@google_benchmark.register`,
 `def bench_*`: they time compiles on purpose), and when the wrapped callable is the same
