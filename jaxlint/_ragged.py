@@ -25,7 +25,8 @@ and None when the loop pads or masks (`_streams.mentions_padding`), skips short 
 (`if len(x) < bs: continue`), or its function checks that the step divides the data
 (`assert n % bs == 0`). `Batching.names` are the names holding a batch, the loop's target
 and the names its body derives from one (`xb = jnp.asarray(batch)`; not a state updated
-with it); `Batching.feeds(expr)` whether an expression holds one. The answers are kept per
+with it, nor a slice of one cut again along its first axis by a loop nested inside);
+`Batching.feeds(expr)` whether an expression holds one. The answers are kept per
 loop for the file: every call site in the loop asks once.
 """
 
@@ -70,10 +71,15 @@ class Batching:
     draws: list[cst.Call] = field(default_factory=list)  # `next(it)` calls giving a batch
     step: cst.BaseExpression | None = None  # the batch size, when the code spells it
     drop: tuple[cst.Call, str] | None = None  # a shuffled stream's batching call and its drop keyword
+    inner: set[str] = field(default_factory=set)  # targets of the loops nested in the loop
 
     def feeds(self, expr: cst.BaseExpression) -> bool:
         """Whether `expr` holds one of the batches: reads a name holding one, or is built
-        from one of the ragged slices or `next(it)` draws."""
+        from one of the ragged slices or `next(it)` draws; not a slice of one cut again along
+        its first axis by a loop nested inside (`chunk[j * bs:(j + 1) * bs]` for `j` of an
+        inner loop: that loop's cut decides the shape, and is read as a batching of its own)."""
+        if _recut(expr, self.inner):
+            return False
         if free_names(expr) & self.names:
             return True
         ids = {id(s) for s in self.slices} | {id(d) for d in self.draws}
@@ -804,6 +810,11 @@ def _derive_names(loop: Loop, batching: Batching) -> None:
     x[s:e]}`, `xb = jnp.asarray(batch)`); not a state the loop updates with a batch
     (`params = train_step(params, batch)`: the new `params` has the old one's shape)."""
     assigns = [n for n in iter_subtree(loop.body, into_scopes=False) if isinstance(n, cst.Assign)]
+    body = loop.body if isinstance(loop, (cst.For, cst.While)) else None
+    if body is not None:
+        for node in iter_subtree(body, into_scopes=False):
+            if isinstance(node, cst.For):
+                batching.inner |= set(target_names(node.target))
     for _ in range(3):
         for node in assigns:
             if batching.feeds(node.value):
@@ -811,6 +822,28 @@ def _derive_names(loop: Loop, batching: Batching) -> None:
                 if (bound - batching.names) & free_names(node.value):
                     continue
                 batching.names |= bound
+
+
+def _recut(expr: cst.BaseExpression, inner: set[str]) -> bool:
+    """`x[j * bs:(j + 1) * bs]` (also through `jnp.asarray(...)`-like calls of it): a slice
+    along the first axis whose bounds read a name of `inner`."""
+    if not inner:
+        return False
+    while (
+        isinstance(expr, cst.Call)
+        and expr.args
+        and expr.args[0].keyword is None
+        and not expr.args[0].star
+        and all(a.keyword is not None for a in expr.args[1:])
+    ):
+        expr = expr.args[0].value
+    if not isinstance(expr, cst.Subscript) or not expr.slice:
+        return False
+    first = expr.slice[0].slice
+    if not isinstance(first, cst.Slice):
+        return False
+    bounds = [b for b in (first.lower, first.upper) if b is not None]
+    return bool(bounds) and any(free_names(b) & inner for b in bounds)
 
 
 def assigned_in(scope: cst.CSTNode, name: str) -> list[cst.BaseExpression]:

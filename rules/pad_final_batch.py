@@ -93,7 +93,9 @@ batches), when the loop pads or masks already (a call or name spelled with `pad`
 that `bs` divides the data (`assert n % bs == 0`), when the code shows both sizes and `bs`
 divides `n` (`range(0, n_keys, 100)` with `n_keys` a literal, a module constant, the default
 the script declares for a flag, `add_argument("--n-keys", default=2000)`, or what every call
-of the function in the file passes), and when the consumer is not jitted. For
+of the function in the file passes), when a loop inside cuts the ragged chunk again along
+its first axis (`chunk[j * bs:(j + 1) * bs]`: that loop's cut decides the batch's shape),
+and when the consumer is not jitted. For
 tf.data it stays silent when `drop_remainder` is passed anything but `False` (keyword, or the
 second positional argument of `batch` / fourth of `padded_batch`; a variable counts, since
 the linter cannot know it), when the dataset is `.repeat()`ed before `.batch` (an endless
