@@ -164,6 +164,8 @@ class DeviceIndex:
         self.ctx = ctx
         self._flows: dict[int, _Flow] = {}
         self._returns_device: dict[int, bool] = {}
+        # def -> whether it returns device work it does not wait for (`_waits.returns_unwaited`)
+        self.unwaited_returns: dict[int, bool] = {}
         self._defs: dict[int, dict[str, list[cst.FunctionDef]]] = {}
         self._runs_compiled: dict[tuple[int, int, bool], bool] = {}
         self._work_loops: dict[tuple[int, int], bool] = {}

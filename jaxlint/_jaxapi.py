@@ -51,6 +51,8 @@ __all__ = [
     "SETUP_ARRAY_OPS",
     "ARGUMENT_MODULES",
     "PASS_THROUGH",
+    "CACHE_CLEARING",
+    "STORING_METHODS",
     "is_tree_util",
     "is_host_consumer",
     "is_solver_run",
@@ -213,6 +215,10 @@ SETUP_ARRAY_OPS = _names("setup-array-ops")
 ARGUMENT_MODULES = _names("argument-modules")
 # Pytree plumbing that neither computes on the device values it is given nor waits for them.
 PASS_THROUGH = _names("pass-through")
+# Calls that empty the compilation caches (`jax.clear_caches`).
+CACHE_CLEARING = _names("cache-clearing")
+# Methods of library containers (`queue.Queue.put`) that store a value without waiting for it.
+STORING_METHODS = _names("storing-methods")
 # Data loader -> the keyword that drops its ragged last batch.
 DATA_LOADERS: Mapping[str, str] = dict(_table()["data-loaders"])
 # Loader applying a list of operations -> the keyword holding it; batching operation -> the

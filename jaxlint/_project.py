@@ -115,6 +115,10 @@ class ModuleFacts:
     # bound to the name passed; "index:" for anything else): `fit(train_loader)` in main.py
     # where `train_loader = DataLoader(ds, batch_size=64)`.
     passes: tuple[tuple[str, str], ...] = ()
+    # Its top-level functions and methods of top-level classes (as "Class.method") that start
+    # device work, wait for none of it and return its results (`_Summary._unwaited`): a call of
+    # one returns with the work in flight, as a call of a jitted function does.
+    unwaited: tuple[str, ...] = ()
     # Whether its tree was read, so every call it makes is in `traced_calls`/`eager_calls`
     # (False: read from its import lines alone; `steps.train_step(...)` is not known).
     parsed: bool = False
@@ -149,6 +153,7 @@ class Project:
     _methods: dict[str, dict[str, str]] = field(default_factory=dict)  # class -> its methods -> jit API ("": not jitted)
     _class_jit: dict[str, dict[str, str]] = field(default_factory=dict)  # `_jitted_methods`, as asked
     _passes: dict[str, dict[int, set[str]]] = field(default_factory=dict)  # function -> index -> kinds passed
+    _unwaited: set[str] = field(default_factory=set)  # functions and methods returning work in flight
     _homes: dict[str, Mapping[str, str]] = field(default_factory=dict)  # module -> top name -> module (`_Layout`)
     _canonical: dict[str, str] | None = None  # `canonical`'s answers, kept once what it reads is complete
     digest: str = ""
@@ -203,6 +208,7 @@ class Project:
                 for name, built in module.builds:
                     project._builds[f"{module.module}.{name}"] = built
                 project._streams.update(f"{module.module}.{name}" for name in module.streams)
+                project._unwaited.update(f"{module.module}.{name}" for name in module.unwaited)
                 for name, api in module.methods:
                     owner, _, method = name.rpartition(".")
                     project._methods.setdefault(f"{module.module}.{owner}", {})[method] = api
@@ -276,7 +282,7 @@ class Project:
         if imported_jit:
             for name in (
                 *self._jitted, *self._factories, *self._holders, *self._traceables, *self._aliases, *self._bases, *self._builds, *self._streams, *self._forwards,
-                *self._methods,
+                *self._methods, *self._unwaited,
             ):  # fmt: skip
                 members.setdefault(name.rpartition(".")[0], []).append(name)
         answers: dict[str, str] = {}
@@ -290,9 +296,11 @@ class Project:
                 bases = " ".join(sorted(self.ancestors(target))) if target in self._bases else ""
                 linen = "linen" if self._builds_linen(target, 0) else ""
                 methods = self._jitted_methods(target) if target in self._bases or target in self._methods else {}
+                unwaited = sorted(n for n in self._unwaited if n == target or n.rpartition(".")[0] == target)
                 known = answers[name] = (
                     f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''} {handed} {bases} {linen}"
                     f" {sorted(methods.items())} {self._holders.get(target, '')} {self._joined_text(target) if target in self._traceables else ''}"
+                    f" {unwaited}"
                 )
             return known
 
@@ -470,6 +478,20 @@ class Project:
                 found.update(self._methods.get(owner, {}))
             known = self._class_jit[cls] = {method: api for method, api in found.items() if api}
         return known
+
+    def returns_unwaited(self, name: str, module: str | None = None) -> bool:
+        """Whether the project function `name` (as imported into `module`), or the method
+        `Class.method` of a project class so named, starts device work, waits for none of it
+        and returns its results (`ModuleFacts.unwaited`)."""
+        if not self._unwaited:
+            return False
+        if name in self._unwaited:
+            return True
+        owner, dot, last = name.rpartition(".")
+        target = self.canonical(self._absolute(name, module))
+        if target in self._unwaited:
+            return True
+        return bool(dot) and f"{self.canonical(self._absolute(owner, module))}.{last}" in self._unwaited
 
     def passed_ragged(self, function: str, index: int) -> bool:
         """Whether every call of the project function `function` (absolute) from other modules
@@ -970,6 +992,7 @@ class _Summary:
             looped=_LoopCalls(self, traced).found(self.tree),
             methods=tuple(sorted(self._jitted_methods())),
             passes=tuple(sorted(self._passes())),
+            unwaited=tuple(sorted(_Unwaited(self, jitted).found())),
             parsed=True,
         )
 
@@ -1289,6 +1312,121 @@ def _unparsed_facts(module: str, anchor: str, text: str) -> dict[str, Any]:
         "looped": _LoopCalls(summary, set()).found(tree) if loops else (),
         "traceable": tuple(sorted(summary._traceable())) if arrays else (),
     }
+
+
+class _Unwaited:
+    """The module's top-level functions and methods of its top-level classes that start device
+    work, wait for none of it and return its results (`ModuleFacts.unwaited`), read from the
+    tree alone, so only the plainest: no decorator (but `staticmethod`), the body ends in a
+    `return` of a value, no generator, `while`, `try`, `with`, `assert`, f-string or nested
+    `def`; every call is a JAX array operation, pytree plumbing or a tree map, a function the
+    module jits, one of these functions (or `self.method` of one), a neutral builtin, or a
+    method of a value it computed on the device (`x.reshape(...)`; not `.item()` and the like);
+    no `if`, conditional expression or loop header reads such a value (a conversion to
+    `bool` waits); it starts work other than set-up (`jnp.zeros`, a key split); and every
+    `return` gives a value it computed on the device. Anything else may wait: precision
+    first."""
+
+    _NEUTRAL = frozenset({"len", "isinstance", "range", "zip", "enumerate", "tuple", "list", "dict", "getattr", "hasattr", "reversed", "iter", "type", "callable"})
+    _BARRED = (
+        ast.While, ast.Try, ast.With, ast.AsyncWith, ast.Assert, ast.JoinedStr, ast.Yield, ast.YieldFrom,
+        ast.Await, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Global, ast.Nonlocal, ast.Delete,
+    )  # fmt: skip
+
+    def __init__(self, summary: _Summary, jitted: dict[str, str]) -> None:
+        self.summary = summary
+        self.jitted = jitted
+
+    def found(self) -> set[str]:
+        candidates: dict[str, tuple[ast.FunctionDef, str | None]] = {}
+        for statement in self.summary.tree.body:
+            if isinstance(statement, ast.FunctionDef) and statement.name not in self.jitted:
+                candidates[statement.name] = (statement, None)
+            elif isinstance(statement, ast.ClassDef):
+                for item in statement.body:
+                    if isinstance(item, ast.FunctionDef) and not item.name.startswith("__"):
+                        candidates[f"{statement.name}.{item.name}"] = (item, statement.name)
+        found: set[str] = set()
+        changed = True
+        while changed:  # one that calls another found one is found in a later round
+            changed = False
+            for name, (function, owner) in candidates.items():
+                if name not in found and self._returns_unwaited(function, owner, found):
+                    found.add(name)
+                    changed = True
+        return found
+
+    def _returns_unwaited(self, function: ast.FunctionDef, owner: str | None, found: set[str]) -> bool:
+        if any(not (owner and isinstance(d, ast.Name) and d.id == "staticmethod") for d in function.decorator_list):
+            return False
+        body = function.body
+        if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
+            return False
+        nodes = [node for statement in body for node in ast.walk(statement)]
+        if any(isinstance(node, self._BARRED) for node in nodes):
+            return False
+
+        device: set[str] = set()  # local names holding values computed on the device
+        started = False
+        for _ in range(3):  # names assigned from names: a few rounds reach a fixed point
+            known = len(device)
+            for node in nodes:
+                if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+                    if self._device_value(node.value, device, owner, found):
+                        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                        for target in targets:
+                            device.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+                elif isinstance(node, ast.For) and self._device_value(node.iter, device, owner, found):
+                    device.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+            if len(device) == known:
+                break
+        for node in nodes:
+            if isinstance(node, ast.Call):
+                kind = self._call(node, device, owner, found)
+                if kind is None:
+                    return False
+                started = started or kind == "work"
+            elif isinstance(node, (ast.If, ast.IfExp)) and _reads(node.test, device):
+                return False
+            elif isinstance(node, ast.comprehension) and any(_reads(test, device) for test in node.ifs):
+                return False
+            elif isinstance(node, ast.Return) and not (node.value is not None and self._device_value(node.value, device, owner, found)):
+                return False
+        return started
+
+    def _device_value(self, expr: ast.expr, device: set[str], owner: str | None, found: set[str]) -> bool:
+        return _reads(expr, device) or any(
+            isinstance(n, ast.Call) and self._call(n, device, owner, found) in ("work", "setup") for n in ast.walk(expr)
+        )
+
+    def _call(self, call: ast.Call, device: set[str], owner: str | None, found: set[str]) -> str | None:
+        """"work" (starts device work), "setup" (a set-up array), "plain" (neither, no wait),
+        None (unknown: it may wait)."""
+        func = call.func
+        name = self.summary.resolve(func)
+        if name is not None:
+            if name in _jaxapi.SETUP_ARRAY_OPS:
+                return "setup"
+            if name in _jaxapi.PASS_THROUGH or _jaxapi.is_tree_util(name):
+                return "plain" if not call.args or isinstance(call.args[0], ast.Lambda) or name in _jaxapi.PASS_THROUGH else None
+            if _jaxapi.is_array_op(name) and not _jaxapi.is_host_copy(name) and name not in _jaxapi.BLOCKING:
+                return "work"
+            return None
+        if isinstance(func, ast.Name) and func.id not in self.summary.imports:
+            if func.id in self.jitted or func.id in found:
+                return "work"
+            return "plain" if func.id in self._NEUTRAL and func.id not in self.summary.functions else None
+        if isinstance(func, ast.Attribute):
+            holder = func.value
+            if isinstance(holder, ast.Name) and holder.id == "self" and owner is not None:
+                return "work" if f"{owner}.{func.attr}" in found else None
+            if func.attr not in _jaxapi.HOST_METHODS and func.attr != "block_until_ready" and _reads(holder, device):
+                return "work"  # an array method of a device value
+        return None
+
+
+def _reads(expr: ast.AST, names: set[str]) -> bool:
+    return bool(names) and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))
 
 
 class _LoopCalls:
@@ -1700,12 +1838,13 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
         "looped": [list(pair) for pair in facts.looped],
         "methods": [list(pair) for pair in facts.methods],
         "passes": [list(pair) for pair in facts.passes],
+        "unwaited": list(facts.unwaited),
         "parsed": facts.parsed,
     }
 
 
 _PAIRS = ("jitted", "aliases", "factories", "holders", "traceable", "assigned", "classes", "builds", "forwards", "looped", "methods", "passes")
-_NAMES = ("traced", "eager", "imports", "stars", "streams")
+_NAMES = ("traced", "eager", "imports", "stars", "streams", "unwaited")
 
 
 def _stored_facts(entry: object) -> ModuleFacts | None:
@@ -1745,5 +1884,6 @@ def _stored_facts(entry: object) -> ModuleFacts | None:
         looped=pair("looped"),
         methods=pair("methods"),
         passes=pair("passes"),
+        unwaited=tuple(entry["unwaited"]),
         parsed=entry["parsed"],
     )

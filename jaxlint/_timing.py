@@ -36,6 +36,8 @@ __all__ = [
     "Segment",
     "TimedRegion",
     "TimingIndex",
+    "body_steps",
+    "clears_caches_first",
     "is_timer_read",
     "measures_compile_or_dispatch",
 ]
@@ -192,6 +194,22 @@ def measures_compile_or_dispatch(region: TimedRegion) -> bool:
     return any(_says_dispatch_or_compile(stmt) for stmt in statements)
 
 
+def clears_caches_first(ctx: FileContext, region: TimedRegion) -> bool:
+    """Whether the statement right before the start read empties JAX's compilation caches
+    (`library.toml`'s `cache-clearing`: `jax.clear_caches()`, then `t = time.time()`): the
+    region times a compile on purpose, and what it leaves in flight is small beside it."""
+    before = next(iter(region.before()), None)
+    if before is None or not isinstance(before[0], cst.SimpleStatementLine):
+        return False
+    statement, path = before
+    return any(
+        isinstance(small, cst.Expr)
+        and isinstance(small.value, cst.Call)
+        and ctx.resolve(small.value.func, (*path, statement, small), anchor=small.value) in _jaxapi.CACHE_CLEARING
+        for small in statement.body
+    )
+
+
 def _says_dispatch_or_compile(statement: cst.CSTNode) -> bool:
     return any(
         isinstance(node, (cst.SimpleString, cst.FormattedStringText)) and _DISPATCH_OR_COMPILE.search(node.value)
@@ -237,8 +255,9 @@ class TimingIndex:
     in blocks, and the flow through each start read's region so far (later end reads of the
     same start extend it instead of starting over)."""
 
-    def __init__(self, ctx: FileContext) -> None:
+    def __init__(self, ctx: FileContext, *, helpers: bool = False) -> None:
         self.ctx = ctx
+        self.helpers = helpers  # `DeviceFlow.helpers`: read calls of helpers that return work in flight
         # Caches keyed by node id; each entry keeps its node alive so ids stay unique.
         self._subtractions: dict[int, tuple[cst.CSTNode, dict[str, str], list[cst.BinaryOperation]]] = {}
         self._per_step: dict[tuple[int, bool], Figure | None] = {}
@@ -505,7 +524,7 @@ class TimingIndex:
         """Feed the region's steps, reusing what an earlier end read of the same start (down
         the same blocks) computed: each statement is analysed once per start."""
         key: tuple[int, ...] = (id(region.start), int(region.carried))
-        state = _Progress(0, DeviceFlow(self.ctx), {}, {})
+        state = _Progress(0, DeviceFlow(self.ctx, helpers=self.helpers), {}, {})
         for segment in region.segments:
             key = (*key, id(segment.block))
             cached = self._progress.get(key)
@@ -885,6 +904,12 @@ def _body(
     here = (*prefix, block)
     for stmt in block.body:
         yield from _flatten(stmt, here, certain=certain, repeated=repeated)
+
+
+def body_steps(block: cst.BaseSuite, prefix: tuple[cst.CSTNode, ...]) -> Iterator[Step]:
+    """The statements of a function's body `block` (whose ancestors are `prefix`) as steps
+    in execution order, a loop's body once: what `DeviceFlow` reads of a whole call."""
+    return _body(block, prefix, certain=True, repeated=False)
 
 
 def _runs(loop: cst.For | cst.While) -> bool:

@@ -4,8 +4,10 @@ Finds timing code that does not time the device work it surrounds:
 
 - a timer read (`time.perf_counter()`, `time.time()`, `time.monotonic()`,
   `time.process_time()`, `timeit.default_timer()`) that ends a measurement while device work
-  started since the first read (a call of a jitted function, a `jnp`/`lax` op) has not been
-  waited for;
+  started since the first read (a call of a jitted function or of a jitted method of an
+  instance, a `jnp`/`lax` op; with `--preview`, also a function or method of the project that
+  starts such work, waits for none of it and returns its results, in this module or another)
+  has not been waited for;
 - `timeit.timeit(lambda: f(x))` / `timeit.repeat(...)` of a jitted function or JAX op that
   does not wait for its result;
 - a benchmark loop whose jitted function is called for the first time inside the timed
@@ -32,13 +34,16 @@ region.
 
 Waiting means `jax.block_until_ready(out)`, `out.block_until_ready()`, or a copy to the host
 (`np.asarray(out)`, `jax.device_get(out)`, `float(out)`, `out.item()`, `print(out)`) before
-the second read. A clock restarted right after each read in a loop (`print(time() - t0)`, then
+the second read. Handing a result to a `queue.Queue` (`.put`) or wrapping it in Flax's
+`freeze`/`FrozenDict` does not wait for it. A clock restarted right after each read in a loop (`print(time() - t0)`, then
 `t0 = time()`, every iteration or every k steps) times the loop's body from its top to the read.
 The rule stays silent when the result is waited for, for NumPy/Python work, for a running
 clock (started once before a loop and read on each of its iterations without a restart: an
 elapsed-time total, or a throughput over the whole run such as steps per second, off by at
 most the step in flight, with the first compile amortised over the run),
-for functions it does not know to dispatch device work, for code inside jitted functions
+for functions it does not know to dispatch device work (a helper that waits inside, copies to
+the host, calls something unknown with a device value, may return `None` or only makes a set-up
+array such as `jnp.zeros` is not known to), for code inside jitted functions
 (or a function a factory returns to a jit wrapper: `jax.jit(jax.vmap(make_train(config)))`), and
 for `eqx.filter_jit` calls: since equinox 0.11.8 they block on their own result before
 returning, so their timing is (accidentally) correct. It also stays silent when the only
@@ -51,8 +56,9 @@ or one returning its arguments as they came: a benchmark of the dispatch itself)
 log line that reports the time says it measures a compile, a warm-up or a dispatch
 (`logging.info("compilation done in %.2f s", dt)`, "warmup time:", "submitted ... in"; not
 "... after warmup"), the log line just before the timer starts announces one
-(`print("Warming up...")`, `logging.info("Compiling model init")`), or the name the time is
-stored in says so (`warmup_time`, `compile_s`).
+(`print("Warming up...")`, `logging.info("Compiling model init")`), the statement just
+before the timer starts empties the compilation caches (`jax.clear_caches()`: a compile timed
+on purpose), or the name the time is stored in says so (`warmup_time`, `compile_s`).
 
 ## Example
 
@@ -116,9 +122,9 @@ from __future__ import annotations
 import libcst as cst
 
 from jaxlint._frequency import describe_loop
-from jaxlint._waits import DeviceFlow, Step, Work, dispatch_evidence, is_setup_work
+from jaxlint._waits import DeviceFlow, Step, Work, dispatch_evidence, is_setup_work, lead_call
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
-from jaxlint._timing import TIMEIT, TIMERS, Figure, TimedRegion, TimingIndex, measures_compile_or_dispatch
+from jaxlint._timing import TIMEIT, TIMERS, Figure, TimedRegion, TimingIndex, clears_caches_first, measures_compile_or_dispatch
 
 
 __all__ = ["UnsyncedTiming"]
@@ -135,7 +141,7 @@ class UnsyncedTiming(Rule):
 
     def __init__(self, ctx, options=None) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx, options)
-        self._regions = TimingIndex(ctx)
+        self._regions = TimingIndex(ctx, helpers=self.preview)
         self._cold: set[int] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -150,12 +156,12 @@ class UnsyncedTiming(Rule):
 
     def _check_region(self, read: cst.Call, region: TimedRegion) -> None:
         ctx = self.ctx
-        if measures_compile_or_dispatch(region) or region.running_clock:
+        if measures_compile_or_dispatch(region) or region.running_clock or clears_caches_first(ctx, region):
             return
         leaves = self._regions.pending(region)
         if leaves and not all(is_setup_work(ctx, work) for work in leaves):
             clock = ctx.module.code_for_node(read.func)
-            work = _describe(ctx.module, leaves)
+            work = _describe(ctx, leaves)
             self.report(
                 read,
                 f"`{clock}()` ends a measurement while {work} may still be running (JAX "
@@ -241,7 +247,7 @@ class UnsyncedTiming(Rule):
         if fn.params.params or fn.params.posonly_params or fn.params.kwonly_params:
             return
         step = Step(fn.body, (*self.ctx.ancestors, call, stmt, fn))
-        flow = DeviceFlow(self.ctx)
+        flow = DeviceFlow(self.ctx, helpers=self.preview)
         flow.feed(step)
         leaves = flow.leaves()
         if not leaves:
@@ -262,7 +268,7 @@ class UnsyncedTiming(Rule):
             fix=fix,
             evidence=[
                 *(
-                    dispatch_evidence(self.ctx, work.calls[-1], (*step.path, step.node))
+                    dispatch_evidence(self.ctx, lead_call(self.ctx, work), (*step.path, step.node))
                     + ", is what the lambda returns, and nothing in it waits for the result"
                     for work in leaves[:3]
                 ),
@@ -275,8 +281,8 @@ def _block_call(value: cst.BaseExpression) -> cst.Call:
     return cst.Call(func=cst.parse_expression(_BLOCK), args=[cst.Arg(value)])
 
 
-def _describe(module: cst.Module, leaves: list[Work]) -> str:
-    calls = [f"`{_short(module.code_for_node(w.calls[-1].func))}(...)`" for w in leaves]
+def _describe(ctx, leaves: list[Work]) -> str:  # type: ignore[no-untyped-def]
+    calls = [f"`{_short(ctx.module.code_for_node(lead_call(ctx, w).func))}(...)`" for w in leaves]
     calls = list(dict.fromkeys(calls))
     return "device work started by " + ", ".join(calls[:3]) + (" and more" if len(calls) > 3 else "")
 
@@ -322,7 +328,7 @@ def _in_flight(ctx, region: TimedRegion, leaves: list[Work]) -> list[str]:  # ty
     facts = []
     for work in leaves[:3]:
         path = (*work.step.path, work.step.node)
-        fact = dispatch_evidence(ctx, work.calls[-1], path)
+        fact = dispatch_evidence(ctx, lead_call(ctx, work), path)
         loop = next(
             (n for n in reversed(path) if isinstance(n, (cst.For, cst.While)) and id(n) not in started),
             None,

@@ -382,3 +382,68 @@ def test_cache_keys_are_the_same_in_every_process() -> None:
         )
         runs.append(json.loads(completed.stdout))
     assert runs[0] == runs[1] == runs[2]
+
+
+def test_unwaited_returns_are_read_from_the_tree_and_kept_by_the_cache() -> None:
+    """`ModuleFacts.unwaited`: functions and methods that start device work and return it
+    without waiting; a wait, a host copy, an unknown call, a branch on a device value, a
+    set-up array alone or a path returning nothing keep a function out. The lint cache keeps
+    the fact (`_stored` / `_stored_facts`)."""
+    from jaxlint._project import _stored, _stored_facts, summarize
+
+    text = '''
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+@jax.jit
+def step(x):
+    return x * 2
+
+def run(x, n):
+    for _ in range(n):
+        x = step(x)
+    return x
+
+def chained(x):
+    return run(x, 3) + 1
+
+def waits(x):
+    return jax.block_until_ready(step(x))
+
+def to_host(x):
+    return np.asarray(step(x))
+
+def logs(x, log):
+    y = step(x)
+    log(y)
+    return y
+
+def branches(x):
+    y = step(x)
+    if y.sum() > 0:
+        return y
+    return -y
+
+def zeros(n):
+    return jnp.zeros((n, n))
+
+def maybe(x, ready):
+    if ready:
+        return step(x)
+
+class Average:
+    def weight(self, count):
+        return jnp.minimum(0.9, jnp.asarray(count) / 10.0)
+
+    def update(self, average, value, count):
+        w = self.weight(count)
+        return jax.tree_util.tree_map(lambda a, v: a * w + v * (1 - w), average, value)
+
+    def show(self, value):
+        print(value)
+        return value
+'''
+    facts = summarize("pkg.ops", text)
+    assert set(facts.unwaited) == {"run", "chained", "Average.weight", "Average.update"}
+    assert _stored_facts(_stored(facts)) == facts
