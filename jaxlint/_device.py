@@ -574,14 +574,17 @@ class DeviceIndex:
         func = call.func
         if not isinstance(func, cst.Attribute):
             return False
-        made = self.made_from(func.value, path)
-        if not made:
-            return False
-        for maker, where in made:
-            name = self.ctx.resolve(maker, list(where), anchor=maker)
-            if name is None or not _jaxapi.is_solver_run(f"{name}.{func.attr.value}"):
-                return False
-        return True
+        makers = self.makers(func.value, path)
+        return bool(makers) and all(m is not None and _jaxapi.is_solver_run(f"{m}.{func.attr.value}") for m in makers)
+
+    def makers(self, holder: cst.BaseExpression, path: Sequence[cst.CSTNode]) -> list[str | None] | None:
+        """The qualified name of what each binding of `holder` calls to make it (`env =
+        gym.make(name)`: `gym.make`; None for a callee that is not an imported name); None
+        when one binding is not a call (`made_from`)."""
+        made = self.made_from(holder, tuple(path))
+        if made is None:
+            return None
+        return [self.ctx.resolve(maker, list(where), anchor=maker) for maker, where in made]
 
     def made_from(
         self, holder: cst.BaseExpression, path: tuple[cst.CSTNode, ...]

@@ -240,12 +240,7 @@ def feeds_host_library(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode]
     """`call` is a function of a host library that computes with its arguments at once
     (`sklearn.datasets.make_moons`, `PIL.Image.fromarray`: `library.toml`'s host-consumers)."""
     index = next((i for i, n in enumerate(path) if n is call), len(path))
-    if converts_on_host(ctx, call, path[:index]):
-        return True
-    name = ctx.resolve(call.func, path[:index], anchor=call)
-    if name is not None:
-        return is_host_consumer(name)
-    return _host_object_method(ctx, call, tuple(path[:index]))
+    return converts_on_host(ctx, call, path[:index]) or _library_call(ctx, call, path[:index])
 
 
 def converts_on_host(ctx: FileContext, call: cst.Call, ancestors: Sequence[cst.CSTNode], depth: int = 0) -> bool:
@@ -295,7 +290,7 @@ def _returns_converted(ctx: FileContext, function: cst.FunctionDef | cst.Lambda,
         returned = [
             (n.value, [*path, n])
             for n, path in walk_with_paths(function.body, inside[:-1])
-            if isinstance(n, cst.Return) and n.value is not None and not any(isinstance(p, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) for p in path[len(inside) :])
+            if isinstance(n, cst.Return) and n.value is not None  # nested scopes are not walked
         ]
     for expr, expr_path in returned:
         items = set(params)
@@ -313,7 +308,8 @@ def _returns_converted(ctx: FileContext, function: cst.FunctionDef | cst.Lambda,
     return False
 
 
-def _library_call(ctx: FileContext, call: cst.Call, ancestors: list[cst.CSTNode]) -> bool:
+def _library_call(ctx: FileContext, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """`call` (below `ancestors`) is a host library's function, or a method of an object one made."""
     name = ctx.resolve(call.func, ancestors, anchor=call)
     if name is not None:
         return is_host_consumer(name)
@@ -341,14 +337,8 @@ def _host_object_method(ctx: FileContext, call: cst.Call, at: tuple[cst.CSTNode,
     func = call.func
     if not isinstance(func, cst.Attribute):
         return False
-    made = ctx.device.made_from(func.value, at)
-    if not made:
-        return False
-    for maker, where in made:
-        name = ctx.resolve(maker, list(where), anchor=maker)
-        if name is None or not is_host_consumer(name):
-            return False
-    return True
+    makers = ctx.device.makers(func.value, at)
+    return bool(makers) and all(m is not None and is_host_consumer(m) for m in makers)
 
 
 _GROWING_METHODS = frozenset({"append", "extend", "add", "update", "insert", "appendleft"})

@@ -247,10 +247,8 @@ class DeviceFlow:
         """Whether `holder.method` stores into a library container: `holder` is made, in every
         binding, by a call of a class whose `method` `library.toml`'s `storing-methods` names
         (`results = queue.Queue()`, then `results.put(out)`)."""
-        made = self.ctx.device.made_from(func.value, tuple(path))
-        return bool(made) and all(
-            f"{self.ctx.resolve(cls, at, anchor=cls)}.{func.attr.value}" in _jaxapi.STORING_METHODS for cls, at in made
-        )
+        makers = self.ctx.device.makers(func.value, path)
+        return bool(makers) and all(m is not None and f"{m}.{func.attr.value}" in _jaxapi.STORING_METHODS for m in makers)
 
     def _local_copier(self, name: str, path: Sequence[cst.CSTNode]) -> bool:
         """Whether `name` is a function of this file whose own body copies arrays to the host
@@ -368,10 +366,7 @@ def project_unwaited(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNod
     func = call.func
     if not isinstance(func, cst.Attribute):
         return None
-    made = ctx.device.made_from(func.value, tuple(path))
-    if not made:
-        return None
-    names = {ctx.resolve(cls, at, anchor=cls) for cls, at in made}
+    names = set(ctx.device.makers(func.value, path) or ())
     if len(names) != 1 or None in names:
         return None
     method = f"{names.pop()}.{func.attr.value}"
