@@ -230,6 +230,7 @@ class CallGraph:
         self._uses_nnx = False
         self._def_names: frozenset[str] = frozenset()
         self._dead = False  # walking statements that never run (after a `raise`)
+        self._traced_callees: set[str] | None = None  # `calls_traced`
 
     # -- building ------------------------------------------------------------------------
 
@@ -539,6 +540,53 @@ class CallGraph:
             if caller is None or caller is function or not self._plain_driver(caller, depth + 1):
                 return False
         return True
+
+    def calls_traced(self, callee: str) -> bool:
+        """Whether the file calls the module-level callable `callee` from code that runs under
+        a trace: a jitted function, or a function it hands to `jax.grad`, `vmap`, `lax.scan`...
+        (`mode`). `callee` is what the call resolves to (`metrics.accuracy`), or, for a name
+        jaxlint cannot resolve (from a star import, a module not in the project), the name as
+        spelled. Such a callable is traceable by the file's own evidence, though jaxlint cannot
+        see its body: an eager function calling it can be jitted as well as the traced one."""
+        cache = self._traced_callees
+        if cache is None:
+            cache = self._traced_callees = set()
+            module = self.ctx.module
+            for site in self._calls:
+                func = site.call.func
+                if not isinstance(func, (cst.Name, cst.Attribute)):
+                    continue
+                root = func
+                while isinstance(root, cst.Attribute):
+                    root = root.value
+                if not isinstance(root, cst.Name):
+                    continue
+                owner = self.ctx.binding_owner(root.value, [*site.path, site.call])
+                if owner is not None and owner is not module:
+                    continue  # a local or a parameter: not the module-level callable
+                if self.scope_mode(site.scope, site.path) is not Mode.TRACED and not self._handed_to_trace(site.scope):
+                    continue
+                resolved = self.ctx.resolve(func, site.path, anchor=site.call)
+                cache.add(resolved or dotted_name(func) or "")
+        return callee in cache
+
+    def _handed_to_trace(self, scope: cst.CSTNode) -> bool:
+        """Whether `scope` is a nested `def` that the function defining it hands to a JAX
+        transform (`grads = jax.grad(loss_fn)(params)`), though its name is bound by other
+        defs elsewhere in the file too (a `loss_fn` in each step), so `mode` cannot tell."""
+        function = self._defs.get(id(scope)) if isinstance(scope, cst.FunctionDef) else None
+        if function is None or function.trusted or not isinstance(function.owner, cst.FunctionDef):
+            return False
+        name = function.name
+        owner = function.owner
+        twins = [f for f in self._defs.values() if f.owner is owner and f.name == name]
+        if len(twins) != 1:
+            return False
+        for read, path in self._reads:
+            if read.value == name and self.ctx.binding_owner(name, [*path, read]) is owner:
+                if self._escape(read, path) is Mode.TRACED:
+                    return True
+        return False
 
     def site_mode(self, call: cst.Call, path: Sequence[cst.CSTNode]) -> Mode:
         """How the code around `call` (whose ancestors are `path`) runs."""

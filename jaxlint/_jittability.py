@@ -329,6 +329,8 @@ class _Reader:
             return
         if resolved in ("functools.partial", "typing.cast", "dataclasses.replace"):
             return
+        if self._traced_elsewhere(call, resolved):
+            return
         self._block(f"it calls `{_text(call.func)}`, which jaxlint cannot see into")
 
     def _name_call(self, call: cst.Call, name: str, path: list[cst.CSTNode]) -> None:
@@ -351,6 +353,8 @@ class _Reader:
                 return
             if isinstance(call.func, cst.Name) and is_module_class(self.ctx, call.func, path, 0, root="flax.linen.Module"):
                 self._linen_module(call)
+                return
+            if self._traced_elsewhere(call, name):
                 return
             self._block(f"it calls `{name}`, which jaxlint cannot see into")
             return
@@ -415,6 +419,17 @@ class _Reader:
                 self._static(arg.value, f"a static parameter of `{name}`")
             else:
                 self._array_use(arg.value)
+
+    def _traced_elsewhere(self, call: cst.Call, callee: str) -> bool:
+        """A module-level callable whose body jaxlint cannot see (`rcl` from a star import,
+        `losses.kl` of a module outside the project) that the file also calls from traced
+        code (`CallGraph.calls_traced`: in a jitted function, or one handed to `jax.grad`):
+        it traces, so calling it here is no blocker; what it is given is read as arrays."""
+        if not callee or not self.graph.calls_traced(callee):
+            return False
+        for arg in call.args:
+            self._array_use(arg.value)
+        return True
 
     def _linen_module(self, call: cst.Call) -> None:
         """A Flax Linen module built in the body (`VAE(latents=latents)`, or a project function
@@ -487,6 +502,8 @@ class _Reader:
             self.result.module_calls = True
             for arg in call.args:
                 self._array_use(arg.value)
+            return
+        if root is not None and self._kind(root) is None and self._traced_elsewhere(call, dotted_name(func) or ""):
             return
         self._block(f"it calls `{_text(func)}`, which jaxlint cannot see into")
 
