@@ -400,3 +400,43 @@ def test_driver_loops_count_only_when_asked_and_only_over_data_or_steps() -> Non
     assert graph.repeats(forward) == []  # nothing shows how `rollout` runs
     found = graph.repeats(forward, drivers=True)
     assert [r.site.scope.name.value for r in found] == ["rollout"]  # type: ignore[union-attr]
+
+
+def test_calls_traced_reads_callees_the_file_runs_under_a_trace() -> None:
+    ctx = _context(
+        """
+        import jax
+        import jax.numpy as jnp
+        import metrics
+        from losses import *
+
+        @jax.jit
+        def score(p, x):
+            return metrics.accuracy(p, x)
+
+        def step(p, x):
+            def loss_fn(p):
+                return reconstruction(p, x) + jitter_local(p)
+
+            return jax.grad(loss_fn)(p)
+
+        def evaluate(p, x):
+            def loss_fn(p):
+                return penalty(p, x)
+
+            return loss_fn(p) + logged(p)
+
+        def run(p, x, sampler):
+            @jax.jit
+            def inner(q):
+                return sampler(q)
+
+            return inner(p)
+        """
+    )
+    graph = ctx.calls
+    assert graph.calls_traced("metrics.accuracy")  # in a jitted function
+    assert graph.calls_traced("reconstruction")  # in a def handed to jax.grad (`loss_fn` twice in the file)
+    assert not graph.calls_traced("penalty")  # its `loss_fn` is called eagerly
+    assert not graph.calls_traced("logged")
+    assert not graph.calls_traced("sampler")  # a parameter, not a module-level callable
