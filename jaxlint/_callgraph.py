@@ -651,11 +651,29 @@ class CallGraph:
             if not isinstance(func, cst.Name):
                 continue
             callee = self.functions.get(func.value)
-            if callee is None or callee is function or site not in callee.sites:
+            if callee is None:
+                callee = self._nested_callee(function, site, func.value)
+            elif callee is function or site not in callee.sites:
+                continue
+            if callee is None:
                 continue
             if jit.callee(site.call, site.path) or self.ctx.function_info(callee.node, callee.path).jit:
                 continue  # compiled already
             yield site, callee
+
+    def _nested_callee(self, function: Function, site: Site, name: str) -> Function | None:
+        """The `def` nested in `function` that a call of `name` in its own body runs, where the
+        function binds `name` by that def alone, though other defs of the file bind it too (a
+        `loss_fn` in each of a train and an eval step), so the name is not trusted file-wide."""
+        if site.scope is not function.node:
+            return None
+        bindings = self.ctx.bindings.of(name, [*site.path, site.call])
+        if len(bindings) != 1 or bindings[0].kind is not Kind.DEF:
+            return None
+        nested = self._defs.get(id(bindings[0].node))
+        if nested is None or nested.owner is not function.node or nested is function:
+            return None
+        return nested
 
     def _direct_array_work(self, function: Function) -> tuple[str | None, int]:
         """The first array operation the body itself runs (spelled as in the source), and
