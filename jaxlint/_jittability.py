@@ -25,7 +25,7 @@ from ._context import FileContext
 from ._nodes import root_name
 from ._pytrees import Value, classify, is_module_class
 from ._scope import dotted_name, target_names
-from ._traceable import SHAPE_KEYWORDS, SHAPE_POSITIONS
+from ._traceable import SHAPE_KEYWORDS, SHAPE_POSITIONS, shape_positions
 from ._walk import iter_children
 
 
@@ -305,7 +305,7 @@ class _Reader:
             return
         if resolved.startswith(("jax.", "equinox.", "flax.", "optax.", "haiku.", "chex.", "einops.", "jaxlint.")):
             if _jaxapi.is_array_op(resolved):
-                positions = SHAPE_POSITIONS.get(last, ())
+                positions = shape_positions(resolved)
                 for index, arg in enumerate(a for a in call.args if a.keyword is None and not a.star):
                     if index in positions:
                         self._static(arg.value, f"a shape argument of `{last}`")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from . import _jaxapi
 
 
-__all__ = ["SHAPE_KEYWORDS", "SHAPE_POSITIONS", "Traceable", "read"]
+__all__ = ["SHAPE_KEYWORDS", "SHAPE_POSITIONS", "Traceable", "read", "shape_positions"]
 
 # Keyword arguments of jnp/lax/random functions that take shapes, axes and counts.
 SHAPE_KEYWORDS = frozenset(
@@ -44,7 +44,16 @@ SHAPE_POSITIONS = {
     "normal": (1,), "uniform": (1,), "truncated_normal": (3,), "randint": (1,), "bernoulli": (2,),
     "categorical": (2,), "permutation": (1,), "choice": (1,), "fold_in": (1,), "split_key": (1,),
     "dynamic_slice": (2,), "dynamic_slice_in_dim": (2, 3), "iota": (1,), "broadcast_in_dim": (1, 2),
+    "pad": (1,),  # `jnp.pad(x, pad_width)`
 }  # fmt: skip
+# Where a full name's shape positions differ from its last segment's (`lax.pad(x, value, config)`).
+_FULL_NAME_POSITIONS = {"jax.lax.pad": (2,)}
+
+
+def shape_positions(name: str) -> tuple[int, ...]:
+    """The positions of the shape arguments of the JAX array operation `name` (resolved)."""
+    found = _FULL_NAME_POSITIONS.get(name)
+    return found if found is not None else SHAPE_POSITIONS.get(name.rsplit(".", 1)[-1], ())
 
 # Libraries whose functions trace (what `_jittability` lets a function call).
 _JAX_HEADS = ("jax.", "equinox.", "flax.", "optax.", "haiku.", "chex.", "einops.")
@@ -292,8 +301,7 @@ class _Reader:
             raise _Blocked
         if name.startswith(_JAX_HEADS):
             if _jaxapi.is_array_op(name):
-                last = name.rsplit(".", 1)[-1]
-                positions = SHAPE_POSITIONS.get(last, ())
+                positions = shape_positions(name)
                 for index, arg in enumerate(call.args):
                     if index in positions:
                         self._static(arg)

@@ -306,9 +306,12 @@ class MissingJit(Rule):
             return False
         bound = self.ctx.loop_bindings(repeat.loop)
         positional = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
-        for index, arg in enumerate(repeat.site.call.args):
-            if arg.star:
-                return False
+        args = repeat.site.call.args
+        if any(arg.star for arg in args):
+            # `f(*args, window)`: which parameter a value lands in is unknown; one the loop
+            # binds may be static (a new compile per iteration): no evidence for jit.
+            return any(free_names(arg.value) & bound for arg in args)
+        for index, arg in enumerate(args):
             name = arg.keyword.value if arg.keyword is not None else (positional[index] if index < len(positional) else None)
             if name in jittability.statics and free_names(arg.value) & bound:
                 return True
