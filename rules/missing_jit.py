@@ -4,7 +4,8 @@ Finds a function that does JAX array work (`jnp`/`lax`/`jax.nn` calls, `model.ap
 Flax `TrainState`'s `state.apply_fn(...)`, an equinox Module call, `@`, arithmetic applied to
 every leaf of a model by `jax.tree.map` (an EMA of the weights), an optimizer step that updates
 every leaf (`state.apply_gradients(grads=...)`, an optax `tx.update(grads, opt_state)`), or a
-call of another function of the file that does) and is called again and again from Python, once per iteration of a
+call of another function of the file that does, a `def` nested in it included, even when other
+functions bind the same name: each step's own `loss_fn`) and is called again and again from Python, once per iteration of a
 loop over batches or steps (directly, or through the functions that call it per batch), while
 nothing in the file jit-compiles it.
 It also finds a Flax/haiku `model.apply(variables, x, ...)` called directly in such a loop
@@ -43,7 +44,9 @@ over data (`[jnp.max(d[i]) for i in range(len(d))]` unrolls per item and retrace
 length), `try`, or calls into code jaxlint cannot see (a function of another module of the
 project is seen into through its summary: it traces when its body, and every project
 function it calls or hands on, would; what the step passes to its static parameters, a
-`range` count or a scan's length, must be a Python value). A helper of one or two operations (a
+`range` count or a scan's length, must be a Python value; a callable it cannot see into that
+the file itself calls from traced code, in a jitted function or a function it hands to
+`jax.grad`, traces too: a loss helper of a star import). A helper of one or two operations (a
 batch drawn with `randint` and a slice) in an iteration that also runs a jitted step is
 trivial next to it (not when that compiled work is its own: a `lax.scan` over a closure
 made on every call is traced and compiled again on every call): silent. So is, unless
@@ -59,7 +62,8 @@ progress plot every `k` steps does not count) and search loops that `return` at 
 run a few times: silent too, and so is a call made only when `step % k == 0`. A `def` nested in a function that itself runs
 once per iteration is left alone: jitting it there would compile it again on
 every outer call, and so is a function whose static parameters (shapes, `if` tests) the loop
-passes a new value each iteration (`for n in sizes: sample(key, n)`): jit would compile on every
+passes a new value each iteration (`for n in sizes: sample(key, n)`, or a loop value passed after
+`*args`, where the parameter it lands in cannot be told): jit would compile on every
 iteration.
 
 ## Why is this bad?
