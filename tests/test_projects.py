@@ -283,7 +283,7 @@ def test_star_and_alias_cycles_end(tmp_path: Path, run_cli) -> None:
         ("decoder_elsewhere", "model.py", ("@jax.jit\ndef logits(", "def logits("), {13, 21}),
         # The coder is no Flax Linen module any more, nor its subclass: the steps that build
         # one call a class jaxlint cannot see into.
-        ("linen_elsewhere", "nets.py", ("class Coder(nn.Module):", "class Coder:"), {13, 22}),
+        ("linen_elsewhere", "nets.py", ("class Coder(nn.Module):", "class Coder:"), {13, 24}),
         # The builder returns a plain table instead: only the step building it is affected.
         ("linen_elsewhere", "nets.py", ("    return Coder(width=width)", "    return Table(width)"), {13}),
         # The regressor's update is no longer jitted: the ragged batches handed to it through an
