@@ -302,8 +302,12 @@ class DeviceFlow:
         return isinstance(part, cst.Name) and self.ctx.device.holds(part, path)
 
     def _dispatches_in(self, node: cst.CSTNode, path: tuple[cst.CSTNode, ...]) -> bool:
+        """Whether `node` holds a call that starts device work as `_classify` reads it (a
+        jitted method of an instance too: `model.generate(params)[:, 0].tolist()`)."""
         return any(
-            self.ctx.dispatches(c, p) for c, p, in_lambda in _calls(node, path) if not in_lambda
+            self.ctx.dispatches(c, p) or self._classify(c, p) == "dispatch"
+            for c, p, in_lambda in _calls(node, path)
+            if not in_lambda
         )
 
     def _reads_device(self, node: cst.CSTNode) -> bool:
