@@ -369,11 +369,11 @@ class DeviceIndex:
             elif self.ctx.jit.callee(call, list(path)) is not None:
                 target = self._jitted_def(func.value, path)  # `run_chunk = jax.jit(run_many)`
                 scope_path = (self.ctx.module,)
-        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-            target = _method_def(func.attr.value, path)
-            owner = next((i for i in range(len(path) - 1, -1, -1) if isinstance(path[i], cst.ClassDef)), None)
-            if target is not None and owner is not None:
-                scope_path = (*path[: owner + 1], path[owner].body)  # type: ignore[attr-defined]
+        elif isinstance(func, cst.Attribute):
+            # `self.fit(...)`, or `model.fit(...)` on an instance of a class of the file
+            method = self.method_called(call, path)
+            if method is not None:
+                target, scope_path = method
         if target is None or not isinstance(target.body, cst.IndentedBlock):
             return False
         if self.is_traced((*scope_path, target, target.body)):
@@ -596,7 +596,7 @@ class DeviceIndex:
         return self._instances(holder, path)
 
     def _instances(
-        self, holder: cst.BaseExpression, path: tuple[cst.CSTNode, ...]
+        self, holder: cst.BaseExpression, path: tuple[cst.CSTNode, ...], depth: int = 0
     ) -> list[tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]]] | None:
         """The classes `holder` is made from (what each of its bindings calls, and where to
         read that), or None when one binding is not a call."""
@@ -605,6 +605,14 @@ class DeviceIndex:
         calls: list[tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]]] = []
         if isinstance(holder, cst.Name) and holder.value not in ("self", "cls"):
             for binding in self.ctx.bindings.of(holder.value, [*path, holder]):
+                if binding.kind is Kind.PARAM and depth < 4:
+                    # `def rollout(params, env):` called as `rollout(p, env)` with `env =
+                    # gym.make(name)`: what every call of the file passes makes the parameter.
+                    passed = self._passed_instances(binding, depth)
+                    if passed is None:
+                        return None
+                    calls.extend(passed)
+                    continue
                 if binding.kind is not Kind.ASSIGN or not isinstance(binding.value, cst.Call):
                     return None
                 calls.append((binding.value.func, (*binding.path, binding.node)))
@@ -647,6 +655,28 @@ class DeviceIndex:
                             return None
                         calls.append((value.func, at))
         memo[key] = calls
+        return calls
+
+    def _passed_instances(self, binding, depth: int) -> list[tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]]] | None:  # type: ignore[no-untyped-def]
+        """What makes a parameter: the classes of what every call of its function in the file
+        passes for it (a call made there, or a name made so); None when a call passes
+        something else, leaves the default, or a caller may be elsewhere (`parameter_calls`)."""
+        from ._callgraph import parameter_calls
+
+        found = parameter_calls(self.ctx, binding.node, binding.path)
+        if found is None:
+            return None
+        calls: list[tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]]] = []
+        for argument, where in found[1]:
+            if isinstance(argument, cst.Call):
+                calls.append((argument.func, tuple(where)))
+                continue
+            if not isinstance(argument, cst.Name):
+                return None
+            made = self._instances(argument, tuple(where), depth + 1)
+            if not made:
+                return None
+            calls.extend(made)
         return calls
 
     def _class_jit(
