@@ -217,6 +217,7 @@ class DeviceIndex:
         compiled: bool = False,
         models: bool = False,
         besides: cst.Call | None = None,
+        outside: cst.CSTNode | None = None,
     ) -> bool:
         """Whether each iteration of `loop` (a `for`/`while` or a comprehension) runs code that
         sends work to the device. `ancestors` are `loop`'s (default: the visited node's).
@@ -225,7 +226,8 @@ class DeviceIndex:
         values), not single eager ops (`jnp.sin(x)`, `x[i]`, `x + 1`). With `compiled`, only
         calls that run compiled code count (`runs_compiled`), and with `models` too, a model's
         forward pass, compiled or not. `besides`: a call of the loop that does not count (the
-        one a rule asks about: is there compiled work beside it?)."""
+        one a rule asks about: is there compiled work beside it?); `outside`: a node of the
+        loop none of whose subtree counts (is there device work besides a copy's own ops?)."""
         path = tuple(self.ctx.ancestors if ancestors is None else ancestors)
         inner = (*path, loop)
         if isinstance(loop, (cst.For, cst.While)):
@@ -243,6 +245,8 @@ class DeviceIndex:
             for node, node_path in _expressions(part, part_path):
                 if node is besides:
                     continue
+                if outside is not None and (node is outside or any(p is outside for p in node_path)):
+                    continue
                 if compiled:
                     if isinstance(node, cst.Call) and self.runs_compiled(node, node_path, models=models):
                         return True
@@ -250,6 +254,30 @@ class DeviceIndex:
                     if isinstance(node, cst.Call) and self._compiled_call(node, node_path):
                         return True
                 elif self.dispatches_here(node, node_path):
+                    return True
+        return False
+
+    def works_besides(self, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> bool:
+        """Whether each iteration of `loop` (whose ancestors are `ancestors`) may send work to
+        the device outside `node`'s subtree: a dispatch there (`loop_dispatches(outside=)`),
+        or a call of a function or method of this file, which may do array work the index
+        does not see (`out = forward(layers, batch)`). Calls that contain `node` count only
+        as themselves (`save(i, np.array(images[i]))`)."""
+        if self.loop_dispatches(loop, ancestors, outside=node):
+            return True
+        path = (*ancestors, loop)
+        for part in (getattr(loop, "body", None), getattr(loop, "test", None), getattr(loop, "elt", None)):
+            if part is None:
+                continue
+            for inner, inner_path in _expressions(part, path):
+                if inner is node or any(p is node for p in inner_path) or not isinstance(inner, cst.Call):
+                    continue
+                func = inner.func
+                if isinstance(func, cst.Name) and self.ctx.resolve(func, inner_path, anchor=inner) is None:
+                    found = self._local_def(func.value, inner_path)
+                    if found is not None and found[0] is not None:
+                        return True
+                elif isinstance(func, cst.Attribute) and self.method_called(inner, inner_path) is not None:
                     return True
         return False
 

@@ -272,12 +272,39 @@ class HostCopyInLoop(Rule):
             # eval loop over a test set) counts; one summarising finished results does not.
             calls_only = display or _occasional(ctx, path, loops, loop)
             if _fresh(ctx, value, value_path, loop, inner) and ctx.device.loop_dispatches(loop, loop_path, calls_only=calls_only):
+                if not display and self._only_own_work(node, path, loop, loop_path):
+                    continue  # `float(jnp.max(batch))` per item: nothing else for the device to do
                 if self._waits_anyway(loop, loop_path) or self._per_outer_iteration(loop, loop_path, path):
                     return None
                 if self._logs_results(node, value, value_path, loop, loop_path) or _copied_before(ctx, node, value, loop, loop_path):
                     return None
                 return loop
         return None
+
+    def _only_own_work(self, node: cst.CSTNode, path: list[cst.CSTNode], loop: Loop, loop_path: list[cst.CSTNode]) -> bool:
+        """Whether the only device work of each iteration of `loop` is the eager ops inside the
+        copy `node` itself (`stats.append(float(jnp.max(batch)))`, `np.array(samples[i])`):
+        no compiled call or model in it, nothing dispatched beside it. The copy waits for its
+        own few ops only; there is no other work in flight for it to hold up (a loop around
+        this one may still have some)."""
+        ctx = self.ctx
+        if ctx.device.works_besides(loop, loop_path, node):
+            return False
+        for inner, inner_path in walk_with_paths(node, path):
+            if isinstance(inner, cst.Name) and ctx.device.holds(inner, inner_path) and _made_before(ctx, inner, inner_path, loop):
+                return False  # `int(totals[i])` per item: one copy of `totals` before the loop would do
+            if isinstance(inner, cst.Call) and inner is not node:
+                # only array ops of jax and NumPy, and methods of arrays (`x.sum()`): a
+                # function of the file or a model may hide a whole forward pass
+                name = ctx.resolve(inner.func, inner_path, anchor=inner)
+                if name is None:
+                    if not isinstance(inner.func, cst.Attribute) or ctx.device.runs_compiled(inner, inner_path, models=True):
+                        return False
+                    if ctx.device.host_copy(inner, inner_path) is None and not _array_method(inner):
+                        return False
+                elif not name.startswith(("jax.numpy.", "jax.lax.", "jax.random.", "jax.nn.", "numpy.")):
+                    return False
+        return True
 
     def _why(self, node: cst.CSTNode, loop: Loop) -> list[str]:
         return [loop_evidence(self.ctx, loop, self.ctx.path_to(node))]
@@ -1088,3 +1115,20 @@ def _index(path: list[cst.CSTNode], node: cst.CSTNode) -> int:
 def _short(text: str, limit: int = 40) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _made_before(ctx, name: cst.Name, path: list[cst.CSTNode], loop: Loop) -> bool:  # type: ignore[no-untyped-def]
+    """Whether every binding of `name` (read at the end of `path`) lies outside `loop`."""
+    bindings = ctx.bindings.of(name.value, [*path, name])
+    return bool(bindings) and not any(any(p is loop for p in b.path) or b.node is loop for b in bindings)
+
+
+def _array_method(call: cst.Call) -> bool:
+    """`x.sum()`, `x.max(axis=0)`, `x.astype(np.float32)`: a method every array has."""
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in _ARRAY_METHODS
+
+
+_ARRAY_METHODS = frozenset(
+    {"sum", "mean", "max", "min", "std", "var", "prod", "argmax", "argmin", "any", "all", "astype", "reshape", "ravel",
+     "flatten", "squeeze", "transpose", "clip", "round", "cumsum", "dot", "copy", "__array__"}
+)
