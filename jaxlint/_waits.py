@@ -231,6 +231,8 @@ class DeviceFlow:
                 return "store"
             if self._reads_device(func.value):
                 return None  # an array method: more device work on a device value
+            if self._method_copier(call, path):
+                return Wait.BLOCK  # `self.evaluate()`: a method of the file that copies to the host
             return Wait.OPAQUE
         if isinstance(func, cst.Name) and ctx.is_builtin(func.value, path, anchor=call):
             if func.value in _jaxapi.HOST_BUILTINS:
@@ -252,20 +254,27 @@ class DeviceFlow:
 
     def _local_copier(self, name: str, path: Sequence[cst.CSTNode]) -> bool:
         """Whether `name` is a function of this file whose own body copies arrays to the host
-        (`np.asarray(...)`, `jax.device_get(...)`, `.item()`): `evaluate(val_set)` after a
-        training loop waits for the model it reads from the enclosing scope, whatever its
-        arguments."""
+        (`np.asarray(...)`, `jax.device_get(...)`, `.item()`) or blocks on them
+        (`jax.block_until_ready`): `evaluate(val_set)` after a training loop waits for the
+        model it reads from the enclosing scope, whatever its arguments."""
         found = self.ctx.device._local_def(name, path)
-        if found is None or found[0] is None:
-            return False
-        function, scope_path = found
+        return found is not None and found[0] is not None and self._copies_in(found[0], found[1])
+
+    def _method_copier(self, call: cst.Call, path: Sequence[cst.CSTNode]) -> bool:
+        """`_local_copier` for a method of a class of this file (`self.evaluate()`,
+        `trainer.log_metrics(step)`: `DeviceIndex.method_called`), which waits for the device
+        values it reads from its object whatever its arguments."""
+        found = self.ctx.device.method_called(call, path)
+        return found is not None and self._copies_in(found[0], found[1])
+
+    def _copies_in(self, function: cst.FunctionDef, scope_path: Sequence[cst.CSTNode]) -> bool:
         for node, node_path, in_lambda in _calls(function.body, (*scope_path, function)):
             if in_lambda:
                 continue
             if isinstance(node.func, cst.Attribute) and node.func.attr.value in _jaxapi.HOST_METHODS:
                 return True
             resolved = self.ctx.resolve(node.func, node_path, anchor=node)
-            if resolved is not None and _jaxapi.is_host_copy(resolved):
+            if resolved is not None and (_jaxapi.is_host_copy(resolved) or resolved in _jaxapi.BLOCKING):
                 return True
         return False
 
