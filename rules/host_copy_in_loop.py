@@ -74,8 +74,10 @@ the device until then),
 for a value a host library computes with at once (`make_moons(random_state=int(seed))`, a
 simulator state stored into the object `mujoco.mj_forward` is given, an image for
 `PIL.Image.fromarray`: `library.toml`'s `host-consumers`, and the methods of an object one
-made: `env = gym.make(name)`, then `env.step(action)`; `es = cma.CMAEvolutionStrategy(...)`,
-then `es.tell(solutions, np.array(scores))`),
+made: `env = gym.make(name)`, then `env.step(action)`, also in a function every call of
+which passes such an object for its parameter (`def rollout(params, env)`, called as
+`rollout(p, env)`); `es = cma.CMAEvolutionStrategy(...)`, then
+`es.tell(solutions, np.array(scores))`),
 for a copy between two reads of a clock started in the same block (`t0 = time.perf_counter()`,
 the jitted call, `v = float(out[0])`, then at once `t1 = time.perf_counter()`): the wait a
 timing needs (unsynced-timing asks for one), which the loop pays on every iteration anyway;
@@ -88,13 +90,18 @@ then `Image.fromarray(frame)`, a `gym` environment stepped with the action the p
 computed, `env.step(jnp.clip(act(params, obs), -1, 1))`): the other copies beside that wait
 cost a copy, not a stall;
 once per iteration of a loop that runs an inner loop of device work, in its body or in a
-function of the file it calls (a training run or an evaluation over a data set per round:
-`ctx.device.runs_work_loop`; not a loop over a model's layers, nor a jitted function's
+function of the file it calls, or a method of an instance of a class of the file
+(`model.train(data)` per active-learning round; a training run or an evaluation over a data
+set per round: `ctx.device.runs_work_loop`; not a loop over a model's layers, nor a jitted function's
 loop, which is one compiled program), or a chunk of steps as one `lax.scan` over no data
 (`lax.scan(train_step, carry, None, length=log_interval)`: a copy per chunk is periodic
 logging already; not a scan over each batch's sequence, nor one of a few steps); of values computed before the loop
 (after the first copy jax keeps the host copy), of NumPy values, in loops that send no work
-to the device, and inside jitted or otherwise traced code. It also stays silent for a list of
+to the device, in loops whose only device work is the few array ops inside the copy itself
+(`stats.append(jnp.max(batch).item())` over batches already made: nothing else is in flight
+for the copy to hold up; not a compiled call, a model or a function of the file inside the
+copy, nor a slice per item of a device array made before the loop, which one copy before the
+loop would replace: `ctx.device.works_besides`), and inside jitted or otherwise traced code. It also stays silent for a list of
 Python values built to be used where Python values are needed right after
 (`sizes = [int(n[i]) for i in range(dim)]`, then `jnp.arange(-s, s + 1)` for each, or
 `jnp.zeros(sizes)`), in loops whose header says they run few times (`range(16)`,

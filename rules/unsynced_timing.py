@@ -34,7 +34,9 @@ region.
 
 Waiting means `jax.block_until_ready(out)`, `out.block_until_ready()`, or a copy to the host
 (`np.asarray(out)`, `jax.device_get(out)`, `float(out)`, `out.item()`, `print(out)`) before
-the second read. Handing a result to a `queue.Queue` (`.put`) or wrapping it in Flax's
+the second read, also in a function or a method of a class of the file called there, whatever
+its arguments (`evaluate(val_set)`, `trainer.sync()` whose body blocks or copies the object's
+arrays). Handing a result to a `queue.Queue` (`.put`) or wrapping it in Flax's
 `freeze`/`FrozenDict` does not wait for it. A clock restarted right after each read in a loop (`print(time() - t0)`, then
 `t0 = time()`, every iteration or every k steps) times the loop's body from its top to the read.
 The rule stays silent when the result is waited for, for NumPy/Python work, for a running
