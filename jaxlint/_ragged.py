@@ -21,7 +21,8 @@ or None:
   its first, full batch every time; a Hugging Face `.iter()` drawn a counted number of
   times may never reach its last batch), and a generator of the file drawn the same way;
 
-and None when the loop pads or masks (`_streams.mentions_padding`), skips short batches
+and None when the loop pads or masks (`_streams.mentions_padding`), tops a short batch up
+to full size itself (`chunk = np.concatenate([chunk, filler])`: `_fills_up`), skips short batches
 (`if len(x) < bs: continue`), or its function checks that the step divides the data
 (`assert n % bs == 0`). `Batching.names` are the names holding a batch, the loop's target
 and the names its body derives from one (`xb = jnp.asarray(batch)`; not a state updated
@@ -55,6 +56,10 @@ _SPLITS = frozenset({"numpy.array_split", "jax.numpy.array_split"})
 # Splits at given indices (`np.split(x, range(bs, n, bs))`): the part after the last is smaller.
 _INDEX_SPLITS = frozenset({"numpy.split", "jax.numpy.split", "numpy.array_split", "jax.numpy.array_split"})
 _RANGES = frozenset({"numpy.arange", "jax.numpy.arange"})
+# Array functions (of `_ARRAY_MODULES`) that return their first argument with rows joined
+# after it: a batch bound to one of itself is topped up (`_fills_up`).
+_ARRAY_MODULES = ("numpy.", "jax.numpy.")
+_GROWING = frozenset({"concatenate", "append", "vstack", "row_stack", "concat"})
 
 
 @dataclass
@@ -110,8 +115,36 @@ class BatchIndex:
                 found = None
             if found is not None:
                 _derive_names(loop, found)
+                if self._fills_up(loop, found):
+                    found = None
             self._batchings[key] = found
         return self._batchings[key]
+
+    def _fills_up(self, loop: Loop, batching: Batching) -> bool:
+        """Whether the loop body makes a batch longer by joining rows to it and binding the
+        result to the same name (`chunk = np.concatenate([chunk, np.zeros((bs - len(chunk),
+        3))])`, `np.vstack`, `np.append`): the loop tops the short batch up to full size
+        itself, however it spells the padding (usually under `if len(chunk) < bs:`)."""
+        body = loop.body if isinstance(loop, (cst.For, cst.While)) else None
+        if body is None:
+            return False
+        for node in iter_subtree(body, into_scopes=False):
+            if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
+                continue
+            bound = {n for t in node.targets for n in target_names(t.target)} & batching.names
+            if not bound:
+                continue
+            call = node.value
+            name = self.ctx.resolve(call.func, anchor=call)
+            if name is None or not name.startswith(_ARRAY_MODULES) or name.rpartition(".")[2] not in _GROWING:
+                continue
+            if not _joins_rows(call, name.rpartition(".")[2]):
+                continue  # `np.concatenate([x, feats], axis=1)`: wider, not longer
+            first = call.args[0].value if call.args and not call.args[0].star else None
+            parts = [e.value for e in first.elements] if isinstance(first, (cst.List, cst.Tuple)) else [first]
+            if any(isinstance(p, cst.Name) and p.value in bound for p in parts if p is not None):
+                return True
+        return False
 
     def _find_batching(self, loop: Loop) -> Batching | None:
         if isinstance(loop, cst.While):
@@ -608,6 +641,20 @@ class BatchIndex:
         if known is not None:
             return known
         return self.ctx.enclosing_function() or self.ctx.module
+
+
+def _joins_rows(call: cst.Call, function: str) -> bool:
+    """Whether the joining call `function(...)` joins along the first axis: `vstack`, or
+    `concatenate` with no axis or axis 0; `append` only with `axis=0` (without, it flattens)."""
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    axis = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "axis"), None)
+    if axis is None:
+        index = {"append": 2, "concatenate": 1, "concat": 1}.get(function)
+        if index is not None and len(positional) > index:
+            axis = positional[index]
+    if axis is None:
+        return function != "append"
+    return isinstance(axis, cst.Integer) and axis.value == "0"
 
 
 def _unwrap(expr: cst.BaseExpression, resolve) -> cst.BaseExpression:  # type: ignore[no-untyped-def]

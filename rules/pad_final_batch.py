@@ -89,7 +89,8 @@ for (x, y), mask in jaxlint.runtime.padded_batches((xs, ys), batch_size):
 
 The rule stays silent when the remainder is dropped (`range(0, n - bs + 1, bs)`, `n // bs`
 batches), when the loop pads or masks already (a call or name spelled with `pad` or
-`mask`), when it skips short batches (`if len(x) < bs: continue`), when the function checks
+`mask`, or a batch bound to itself with rows joined after it: `chunk = np.concatenate([chunk,
+np.zeros((bs - len(chunk), 3))])`, `np.vstack`), when it skips short batches (`if len(x) < bs: continue`), when the function checks
 that `bs` divides the data (`assert n % bs == 0`), when the code shows both sizes and `bs`
 divides `n` (`range(0, n_keys, 100)` with `n_keys` a literal, a module constant, the default
 the script declares for a flag, `add_argument("--n-keys", default=2000)`, or what every call
