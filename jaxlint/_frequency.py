@@ -447,6 +447,12 @@ def _array_count(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], dept
         return None
     if function == "arange" and positional and len(positional) == len(call.args):
         return _range_length(ctx, positional, path, depth)
+    if function in _SHAPED or (name.startswith(("numpy.random.", "jax.random.")) and function in _SAMPLERS):
+        shape = _shape_argument(call, function, name, positional)
+        if isinstance(shape, (cst.Tuple, cst.List)):
+            first = next((e.value for e in shape.elements if isinstance(e, cst.Element)), None)
+            return _integer(ctx, first, path, depth + 1) if first is not None else None
+        return _integer(ctx, shape, path, depth + 1) if shape is not None else None
     if function == "linspace":
         num = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "num"), None)
         if num is None and len(positional) >= 3:
@@ -455,6 +461,32 @@ def _array_count(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], dept
             return 50 if len(positional) == 2 and len(call.args) == 2 else None
         return _integer(ctx, num, path, depth + 1)
     return None
+
+
+# Array makers whose first argument (or `shape=`) is the shape: its first entry is the number
+# of rows (`np.zeros((n, 3))`, `np.full(n, 0.5)`).
+_SHAPED = frozenset({"zeros", "ones", "empty", "full"})
+# Samplers of `numpy.random` / `jax.random`, and where they take the shape: `np.random.randn(n,
+# d)` (the dimensions), `np.random.randint(low, high, size)` / `normal(loc, scale, size)`
+# (`size=`, third), `jax.random.normal(key, shape)` (`shape=`, second).
+_SAMPLERS = frozenset({"randn", "rand", "randint", "normal", "uniform", "choice", "permutation", "bernoulli"})
+
+
+def _shape_argument(
+    call: cst.Call, function: str, name: str, positional: list[cst.BaseExpression]
+) -> cst.BaseExpression | None:
+    """The argument of an array maker or sampler that gives the shape of what it makes (an
+    integer for 1-D), or None when the call does not spell it."""
+    keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    if function in _SHAPED:
+        return keywords.get("shape", positional[0] if positional else None)
+    if function in ("randn", "rand") and name.startswith("numpy.random."):
+        return positional[0] if positional and not keywords else None  # randn(n, d): n rows
+    if function in ("choice", "permutation"):
+        return None  # a count of items drawn from another array: not read here
+    if name.startswith("jax.random."):
+        return keywords.get("shape", positional[1] if len(positional) > 1 else None)
+    return keywords.get("size", positional[2] if len(positional) > 2 else None)
 
 
 def integer_value(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode]) -> int | None:
@@ -494,6 +526,9 @@ def _count(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode], 
         return _array_count(ctx, expr, path, depth)
     if not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Name):
         return None
+    made = _array_count(ctx, expr, path, depth)  # `from numpy.random import randn`
+    if made is not None:
+        return made
     name = expr.func.value
     positional = [a.value for a in expr.args if a.keyword is None and a.star == ""]
     if name in ("range", "trange") and positional and len(positional) == len(expr.args):
@@ -529,19 +564,35 @@ _COUNT_KEYWORD = re.compile(r"^(?:n|num|number_of)_([a-z]+?)s?$")
 def _asked_count(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], depth: int) -> int | None:
     """How many items a call is asked to make, when a keyword counts what the call is named
     for: `get_graphs(images, n_graphs=2)`, `sample_trajectories(num_trajectories=N)` (not
-    `load(ds, num_workers=4)`, which counts something else)."""
+    `load(ds, num_workers=4)`, which counts something else), or a positional argument binds
+    such a parameter of a function of the file (`sample_random_points(0, h, w, num_points)`
+    for `def sample_random_points(frame_max_idx, height, width, num_points)`)."""
     func = call.func
     name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
     if name is None:
         return None
     callee = name.lower()
-    for arg in call.args:
-        if arg.keyword is None:
-            continue
-        match = _COUNT_KEYWORD.match(arg.keyword.value.lower())
+    for keyword, value in _named_arguments(ctx, call, path):
+        match = _COUNT_KEYWORD.match(keyword.lower())
         if match is not None and len(match.group(1)) > 2 and match.group(1) in callee:
-            return _integer(ctx, arg.value, path, depth + 1)
+            return _integer(ctx, value, path, depth + 1)
     return None
+
+
+def _named_arguments(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode]) -> list[tuple[str, cst.BaseExpression]]:
+    """The call's keyword arguments, and for a function the file defines once (`def
+    sample_points(height, width, num_points)`, called by name) its positional arguments
+    under the names of the parameters they bind."""
+    named = [(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
+    positional = [a for a in call.args if a.keyword is None]
+    if not positional or any(a.star for a in call.args) or not isinstance(call.func, cst.Name):
+        return named
+    bindings = ctx.bindings.of(call.func.value, path)
+    if len(bindings) != 1 or not isinstance(bindings[0].node, cst.FunctionDef):
+        return named
+    params = [*bindings[0].node.params.posonly_params, *bindings[0].node.params.params]
+    named.extend((p.name.value, a.value) for p, a in zip(params, positional))
+    return named
 
 
 def reaching_value(name: str, path: Sequence[cst.CSTNode]) -> cst.BaseExpression | None:
@@ -628,6 +679,9 @@ def _integer(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode]
         # declares for that field, the value a run gets unless somebody asks for another.
         return config_defaults(ctx).get(expr.attr.value)
     if isinstance(expr, cst.Subscript):
+        owner = _leading_dimension(expr)
+        if owner is not None:
+            return _count(ctx, owner, path, depth + 1)  # `x.shape[0]` is `len(x)`
         return _dict_entry(ctx, expr, path, depth)
     if (
         isinstance(expr, cst.Call)
@@ -637,6 +691,17 @@ def _integer(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode]
         and ctx.is_builtin("len", path, anchor=expr)
     ):
         return _count(ctx, expr.args[0].value, path, depth + 1)
+    return None
+
+
+def _leading_dimension(expr: cst.Subscript) -> cst.BaseExpression | None:
+    """`x` of `x.shape[0]`: the number of rows of `x`, as `len(x)` counts them."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return None
+    index = expr.slice[0].slice.value
+    value = expr.value
+    if isinstance(index, cst.Integer) and index.value == "0" and isinstance(value, cst.Attribute) and value.attr.value == "shape":
+        return value.value
     return None
 
 

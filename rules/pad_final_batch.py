@@ -94,7 +94,10 @@ np.zeros((bs - len(chunk), 3))])`, `np.vstack`), when it skips short batches (`i
 that `bs` divides the data (`assert n % bs == 0`), when the code shows both sizes and `bs`
 divides `n` (`range(0, n_keys, 100)` with `n_keys` a literal, a module constant, the default
 the script declares for a flag, `add_argument("--n-keys", default=2000)`, or what every call
-of the function in the file passes), when a loop inside cuts the ragged chunk again along
+of the function in the file passes; `x.shape[0]` or `len(x)` of an array made with that many
+rows, `np.zeros((1000, 3))`, `jax.random.normal(key, (512, 8))`, or returned by a function
+of the file asked for that many by a parameter counting what it is named for,
+`sample_random_points(h, w, num_points)`), when a loop inside cuts the ragged chunk again along
 its first axis (`chunk[j * bs:(j + 1) * bs]`: that loop's cut decides the batch's shape),
 and when the consumer is not jitted. For
 tf.data it stays silent when `drop_remainder` is passed anything but `False` (keyword, or the
