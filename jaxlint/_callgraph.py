@@ -54,6 +54,7 @@ __all__ = [
     "Site",
     "counts_few_things",
     "names_few_things",
+    "names_many_things",
     "call_arguments",
     "method_call_arguments",
     "parameter_calls",
@@ -1426,6 +1427,40 @@ def _mentions_structure(
         if text is not None and names_few_things(text, parts=parts, part_words=part_words):
             return True
         stack.extend(iter_children(node))
+    return False
+
+
+# Words (whole, in `snake_case` names, singular or plural) for what a loop runs over many
+# times: data and steps, and for a compile per iteration a real model's layers and blocks.
+_MANY_TOKENS = frozenset({"batch", "minibatch", "step", "sample", "example", "episode", "layer", "block"})
+# First words of a name that counts things rather than holding one (`num_layers`, `max_steps`).
+_COUNT_WORDS = frozenset({"n", "num", "number", "max", "min", "total", "count"})
+# What a call that makes a loop's iterable may also be named for: a stream of data
+# (`get_ds_iter`, `make_loader`); as a loop target, a dataset is one of a few named ones.
+_STREAM_TOKENS = frozenset({"ds", "loader", "dataloader", "dataset"})
+
+
+def names_many_things(text: str, *, streams: bool = False) -> bool:
+    """Whether the name `text` names data items, steps or a model's layers or blocks, things
+    a loop runs over many times, by its last word (`batch`, `image_batch`, `local_step`;
+    not `block_size` or `step_config`, a size or a configuration of them, nor a count,
+    `num_steps`, unless `streams`; `steps_per_epoch` counts steps); with `streams` (a
+    call's name), also a stream of data by any word (`get_ds_iter`) and a count of them
+    (`get_num_layers`): the project summary's reading of a loop header that also names few
+    things."""
+    words = _TOKEN.findall(text.lower())
+    if "per" in words:
+        words = words[: words.index("per")]
+    if not words or (not streams and words[0] in _COUNT_WORDS):
+        return False  # `num_steps`, `max_concurrent_steps`: a count, not a step
+    for index, word in enumerate(words):
+        forms = {word}
+        if word.endswith("s") and len(word) > 3:
+            forms |= {word[:-1]} | ({word[:-2]} if word.endswith("es") else set())
+        if streams and forms & _STREAM_TOKENS:
+            return True  # `get_ds_iter`, `make_loader`
+        if index == len(words) - 1 and forms & _MANY_TOKENS:
+            return True
     return False
 
 

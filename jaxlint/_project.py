@@ -1543,10 +1543,9 @@ def _few_items(loop: ast.For | ast.AsyncFor | ast.While, tables: Mapping[str, in
     iterable = loop.iter
     if isinstance(iterable, ast.Name) and tables and iterable.id in tables:
         return tables[iterable.id] <= 4
-    if isinstance(iterable, (ast.List, ast.Tuple, ast.Set)):
-        return len(iterable.elts) <= 4
-    if isinstance(iterable, ast.Dict):
-        return len(iterable.keys) <= 4
+    entries = _literal_table(iterable)
+    if entries is not None:
+        return entries <= 4
     if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range":
         args = iterable.args
         if len(args) == 1 and isinstance(args[0], ast.Constant) and isinstance(args[0].value, int) and args[0].value <= 4:
@@ -1557,10 +1556,29 @@ def _few_items(loop: ast.For | ast.AsyncFor | ast.While, tables: Mapping[str, in
 def _header_names_few(target: ast.expr, iterable: ast.expr) -> bool:
     """Whether a loop's target or iterable names things there are few of or a model's parts
     (read as `_callgraph._iterates_data` reads a header: an attribute by its own name, not its
-    owner's; a call by its function and what it is given to iterate, not its options)."""
-    from ._callgraph import names_few_things
+    owner's; a call by its function and what it is given to iterate, not its options). Not
+    when the header also names what runs many times (`_callgraph.names_many_things`): the
+    target names a batch, step or example (`for params, batch in zip(...)`), or a call in the
+    iterable is named for data or a model's layers (`self.get_ds_iter(eval_split)`,
+    `range(cfg.get_num_layers(parallel_config))`): what the call yields is named by the call,
+    whatever its arguments are named."""
+    from ._callgraph import names_few_things, names_many_things
 
     names: list[str] = [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+    # What a call yields is named by the call, outermost first: `epochs(steps, ...)` yields
+    # epochs whatever the target is named; `range(cfg.get_num_layers(parallel_config))`
+    # counts layers whatever its argument is named.
+    for node in _calls_outermost_first(iterable):
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+        if called is None or called in _WRAPPING_BUILTINS or _dict_view(node):
+            continue
+        if names_many_things(called, streams=True):
+            return False
+        if names_few_things(called):
+            return True
+    if not _dict_view(iterable) and any(names_many_things(name) for name in names):
+        return False  # `for params, batch in zip(...)`; not `for name, batch in batches.items()`
     stack: list[ast.expr] = [iterable]
     while stack:
         node = stack.pop()
@@ -1569,13 +1587,73 @@ def _header_names_few(target: ast.expr, iterable: ast.expr) -> bool:
         elif isinstance(node, ast.Attribute):
             names.append(node.attr)
         elif isinstance(node, ast.Call):
-            stack.append(node.func)
+            func = node.func
+            stack.append(func)
             stack.extend(a for a in node.args if not isinstance(a, ast.Starred))
         elif isinstance(node, (ast.Subscript, ast.Starred)):
             stack.append(node.value)
         elif isinstance(node, (ast.BinOp,)):
             stack.extend((node.left, node.right))
     return any(names_few_things(name) for name in names)
+
+
+_WRAPPING_BUILTINS = frozenset({"range", "enumerate", "zip", "sorted", "list", "reversed", "tuple", "iter", "len", "min", "max", "int"})
+
+
+def _calls_outermost_first(iterable: ast.expr) -> list[ast.Call]:
+    """The calls in a loop's iterable, each before the calls in its arguments (not in its
+    keyword options)."""
+    found: list[ast.Call] = []
+    queue: list[ast.expr] = [iterable]
+    while queue:
+        node = queue.pop(0)
+        if isinstance(node, ast.Call):
+            found.append(node)
+            queue.extend(a for a in node.args if not isinstance(a, ast.Starred))
+            if isinstance(node.func, ast.Attribute):
+                queue.append(node.func.value)
+        elif isinstance(node, ast.Attribute):
+            queue.append(node.value)
+        elif isinstance(node, (ast.Subscript, ast.Starred)):
+            queue.append(node.value)
+        elif isinstance(node, ast.BinOp):
+            queue.extend((node.left, node.right))
+    return found
+
+
+def _dict_view(iterable: ast.expr) -> bool:
+    """`table.items()` (`.keys()`, `.values()`), also through `enumerate`, `sorted`, `list`,
+    `reversed`: the entries of a table of named things."""
+    while (
+        isinstance(iterable, ast.Call)
+        and isinstance(iterable.func, ast.Name)
+        and iterable.func.id in ("enumerate", "sorted", "list", "reversed", "tuple")
+        and iterable.args
+    ):
+        iterable = iterable.args[0]
+    return (
+        isinstance(iterable, ast.Call)
+        and isinstance(iterable.func, ast.Attribute)
+        and iterable.func.attr in ("items", "keys", "values")
+        and not iterable.args
+    )
+
+
+def _literal_table(iterable: ast.expr) -> int | None:
+    """The number of entries of a literal table a loop iterates, also through `enumerate`,
+    `sorted`, `list`, `reversed` (`enumerate([10, 20])`), or None."""
+    while (
+        isinstance(iterable, ast.Call)
+        and isinstance(iterable.func, ast.Name)
+        and iterable.func.id in ("enumerate", "sorted", "list", "reversed", "tuple")
+        and len(iterable.args) == 1
+    ):
+        iterable = iterable.args[0]
+    if isinstance(iterable, (ast.List, ast.Tuple, ast.Set)):
+        return len(iterable.elts)
+    if isinstance(iterable, ast.Dict):
+        return len(iterable.keys)
+    return None
 
 
 def _bind_table(statement: ast.Assign, tables: dict[str, int]) -> None:

@@ -22,7 +22,10 @@ from outside its file: another module of the project calls it once per iteration
 (`act(weights, obs)` in `train.py`'s episode loop, `agent.score(obs)` for an `agent =
 Policy(...)`; not a loop over a name assigned a literal table of a few entries, nor one whose
 header names few things or a model's parts, `for level in levels`, as for the file's own
-loops), or it is a method its framework calls on every step (`library.toml`'s
+loops, unless the header also names what it runs over many times: what a call in it is named
+for, `for batch in get_ds_iter(eval_split)`, `range(cfg.get_num_layers(parallel_config))`,
+or a target holding a batch or step, `for params, batch in zip(...)`, but not the entries
+of a table, `batches.items()`), or it is a method its framework calls on every step (`library.toml`'s
 `per-step-methods`: `step` of a `gymnasium.Env` subclass, vLLM's
 `process_weights_after_loading`, once per layer). These findings have no fix. A wrapper of
 a callable that reads a parameter holding a function (one it calls, or one annotated
