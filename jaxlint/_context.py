@@ -72,6 +72,9 @@ class FileContext:
         # a file is linted alone.
         self.project = project
         self.module_name = project.module_of(path) if project is not None else None
+        # A notebook's functions that its `%timeit` lines call (masked out of `source`):
+        # benchmarked on purpose (`_notebook.NotebookSource.timed`).
+        self.timed: frozenset[str] = frozenset()
         self.ancestors: list[cst.CSTNode] = []
         # Names some `:=` binds; treated as bound in every scope (cheaper than finding the
         # scope each one binds in, and it only ever makes resolution more careful).

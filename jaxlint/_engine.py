@@ -250,6 +250,8 @@ def _analyze(
     if not active:
         return Analysis(result, module)
     ctx = FileContext(path, text, module, project)
+    if notebook is not None:
+        ctx.timed = notebook.timed
     try:
         raw = _run_rules(ctx, active, options or {})
     except RecursionError:

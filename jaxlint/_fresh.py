@@ -260,12 +260,13 @@ def _few(ctx: FileContext, repeat: Repeat) -> bool:
 
 
 def in_benchmark(ctx: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
-    """Inside a benchmark function (`@google_benchmark.register`, `def bench_*`), whose
-    loop measures whatever it does, compiles included."""
+    """Inside a benchmark function (`@google_benchmark.register`, `def bench_*`, or a
+    function of a notebook that a `%timeit` line calls: `ctx.timed`), whose loop measures
+    whatever it does, compiles included."""
     for node in ancestors:
         if not isinstance(node, cst.FunctionDef):
             continue
-        if node.name.value.lower().startswith("bench"):
+        if node.name.value.lower().startswith("bench") or node.name.value in ctx.timed:
             return True
         for decorator in node.decorators:
             expr = decorator.decorator

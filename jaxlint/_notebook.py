@@ -37,6 +37,9 @@ class NotebookSource:
     broken: tuple[tuple[int, str], ...] = ()
     # For each code cell: the line of the `.ipynb` text where each of its lines is written.
     file_lines: Mapping[int, Sequence[int]] = field(default_factory=dict)
+    # The names called in `%timeit` lines (`%timeit f(10, 20).block_until_ready()`), masked
+    # out of `text`: functions the notebook benchmarks.
+    timed: frozenset[str] = frozenset()
 
     def locate(self, line: int) -> tuple[int, int]:
         """(cell, line in cell) of a 1-based line of `text`."""
@@ -183,7 +186,9 @@ def read_notebook(data: bytes) -> NotebookSource:
     origins: list[tuple[int, int]] = []
     broken: list[tuple[int, str]] = []
     file_lines: dict[int, list[int]] = {}
+    timed: list[str] = []
     for cell in code_cells(document):
+        timed.extend(timed_calls(cell.lines, cell.masked))
         if cell.number in spans:
             file_lines[cell.number] = cell_file_lines(json_text, spans[cell.number])
         masked = list(cell.masked)
@@ -193,7 +198,25 @@ def read_notebook(data: bytes) -> NotebookSource:
         lines.extend(masked)
         origins.extend((cell.number, index) for index in range(1, len(masked) + 1))
     text = "\n".join(lines) + ("\n" if lines else "")
-    return NotebookSource(text, tuple(origins), tuple(broken), file_lines)
+    return NotebookSource(text, tuple(origins), tuple(broken), file_lines, frozenset(timed))
+
+
+# `%timeit [options] statement`, also captured (`t = %timeit -o f(x)`) or as automagic.
+_TIMEIT = re.compile(r"^(?:[A-Za-z_][\w.]*\s*=\s*)?%?timeit\s+(?P<rest>.*)$")
+_CALLED = re.compile(r"([A-Za-z_]\w*)\s*\(")
+
+
+def timed_calls(lines: Sequence[str], masked: Sequence[str]) -> list[str]:
+    """The names called in the `%timeit` lines of a cell (those its masking replaced): the
+    functions it benchmarks, each run many times on purpose, compiles and all."""
+    found: list[str] = []
+    for line, mask in zip(lines, masked):
+        if line.strip() == mask.strip():
+            continue
+        match = _TIMEIT.match(line.strip())
+        if match is not None:
+            found.extend(_CALLED.findall(match.group("rest")))
+    return found
 
 
 def _mask_cell(cell_lines: list[str], automagic: bool) -> list[str]:

@@ -33,7 +33,8 @@ a callable that reads a parameter holding a function (one it calls, or one annot
 wraps the function it is given, a new configuration that compiles anyway.
 
 It stays silent in tests and in benchmark functions (`@google_benchmark.register`,
-`def bench_*`: they time compiles on purpose), and when the wrapped callable is the same
+`def bench_*`, a notebook's function that a `%timeit` line calls, `%timeit
+g_inner_jitted_lambda(10, 20)`: they time compiles on purpose; not `%time`, one run), and when the wrapped callable is the same
 object every iteration (a function
 defined outside the loop, a parameter, a module's function, an attribute holding a
 function): jax keys its compile cache on the function object, so re-wrapping it costs a

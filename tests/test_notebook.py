@@ -169,3 +169,33 @@ def test_what_a_notebook_jits_is_not_importable(tmp_path: Path, monkeypatch) -> 
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(cli, ["check", "--no-cache", "--output-format", "concise", "."])
     assert result.exit_code == 0, result.output
+
+
+_DEMO = (
+    "import jax\n\n"
+    "def step(i):\n    return i + 1\n\n"
+    "def demo_lambda(x, n):\n    i = 0\n    while i < n:\n        i = jax.jit(lambda v: step(v))(i)\n    return x + i\n\n"
+    "def train(x, n):\n    i = 0\n    while i < n:\n        i = jax.jit(lambda v: step(v))(i)\n    return x + i\n"
+)
+
+
+def test_timeit_lines_name_the_functions_a_notebook_benchmarks() -> None:
+    source = read_notebook(
+        _notebook(
+            ("code", "%timeit demo_lambda(10, 20).block_until_ready()\nt = %timeit -o -n 3 other(1)\n%time train(1, 2)\n"),
+            ("code", "timeit jax.block_until_ready(third(2))\n"),
+        )
+    )
+    assert {"demo_lambda", "other", "third"} <= source.timed
+    assert "train" not in source.timed  # `%time` runs it once, as the program would
+
+
+def test_a_function_a_notebook_times_with_timeit_is_a_benchmark() -> None:
+    from jaxlint.rules import JitInLoop
+
+    data = _notebook(
+        ("code", _DEMO),
+        ("code", "%timeit demo_lambda(10, 20).block_until_ready()\n%time train(10, 20)\n"),
+    )
+    findings = analyze("nb.ipynb", data, [JitInLoop]).result.findings
+    assert [(f.cell, f.line) for f in findings] == [(1, 15)]  # `train`'s, not the benchmarked demo's
