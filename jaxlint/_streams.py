@@ -101,7 +101,11 @@ class Streams:
             if name.startswith(_jaxapi.HF_DATASETS):
                 return Stream(hf=True)
             if name in _LOADERS:
-                return _loader(expr, _LOADERS[name], position=_jaxapi.LOADER_BATCH_SIZE_POSITIONS.get(name, 1))
+                position = _jaxapi.LOADER_BATCH_SIZE_POSITIONS.get(name, 1)
+                stream = _loader(expr, _LOADERS[name], position=position)
+                if stream is not None and stream.ragged is not None and self._fills_batches(expr, position, path):
+                    return Stream(loader=True)
+                return stream
             if name in _jaxapi.CHUNKERS:
                 return _chunks(expr, _jaxapi.CHUNKERS[name])
             if name in _jaxapi.OPERATION_LOADERS:
@@ -237,6 +241,41 @@ class Streams:
         return isinstance(params.star_kwarg, cst.Param) or any(
             p.name.value == "drop_last" for p in (*params.params, *params.kwonly_params)
         )
+
+    def _fills_batches(self, call: cst.Call, position: int, path: list[cst.CSTNode]) -> bool:
+        """Whether the loader `call` batches a library dataset of a known size (the library
+        table's `dataset-sizes`: `datasets.MNIST(root, train=True)`, spelled in the call or
+        assigned to the name it is given) with a batch size the code shows that divides it:
+        every batch is full (MNIST's 60,000 training images in batches of 32)."""
+        from ._frequency import integer_value
+
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        dataset = positional[0] if positional else _keyword(call, "dataset")
+        size = positional[position] if len(positional) > position else _keyword(call, "batch_size")
+        if dataset is None or size is None:
+            return False
+        batch = integer_value(self.ctx, size, [*path, call])
+        at = path
+        if isinstance(dataset, cst.Name):
+            found = self.binding(dataset, path)
+            if found is None or found[0] is None or found[2] >= 0:
+                return False
+            dataset, at = found[0], found[1][:-1]  # type: ignore[assignment]
+        if not isinstance(dataset, cst.Call) or batch is None or batch <= 1:
+            return False
+        sizes = _jaxapi.DATASET_SIZES.get(self.ctx.resolve(dataset.func, at, anchor=dataset) or "")
+        if sizes is None or any(a.star for a in dataset.args):
+            return False
+        args = [a.value for a in dataset.args if a.keyword is None]
+        train = args[1] if len(args) > 1 else _keyword(dataset, "train")
+        if train is None or (isinstance(train, cst.Name) and train.value == "True"):
+            split = "train"
+        elif isinstance(train, cst.Name) and train.value == "False":
+            split = "test"
+        else:
+            return False  # a flag the linter cannot read: either split
+        examples = sizes.get(split)
+        return examples is not None and examples % batch == 0
 
     def _pads(self, function: cst.BaseExpression, path: list[cst.CSTNode]) -> bool:
         """Whether the function mapped over a stream pads or masks its batches (its name or
