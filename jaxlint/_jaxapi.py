@@ -64,6 +64,7 @@ __all__ = [
     "DATASET_MODULES",
     "LOADER_BATCH_SIZE_POSITIONS",
     "DATASET_SIZES",
+    "TFDS_SIZES",
     "CHUNKERS",
     "BATCH_WRAPPERS",
     "EXTENSIBLE",
@@ -229,6 +230,8 @@ BATCH_OPERATIONS: Mapping[str, str] = dict(_table()["batch-operations"])
 DATASET_MODULES = _prefixes("dataset-modules")
 # Library dataset class -> split ("train"/"test", by its `train` flag) -> number of examples.
 DATASET_SIZES: Mapping[str, Mapping[str, int]] = dict(_table()["dataset-sizes"])
+# TensorFlow Datasets name -> split -> number of examples.
+TFDS_SIZES: Mapping[str, Mapping[str, int]] = dict(_table()["tfds-sizes"])
 # Data loader -> where it takes its batch size positionally, when not second.
 LOADER_BATCH_SIZE_POSITIONS: Mapping[str, int] = dict(_table()["loader-batch-size-positions"])
 # Calls cutting an iterable into groups of `n` items, the last shorter -> the position of `n`.

@@ -9,6 +9,7 @@ could drop it. `_batches` reads the same facts with `ast` for the project summar
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -68,6 +69,10 @@ class Stream:
     chunks: bool = False  # groups of `n` items of an iterable (`itertools.batched(rows, n)`)
     imported: bool = False  # given by a function of another module (the project's `ragged`)
     passed: str | None = None  # the parameter other modules pass it as (`Project.passed_ragged`)
+    # Before batching: how many examples it holds, when a library dataset of a known size
+    # (`tfds.load("mnist", split="train")`); or for a `tfds.builder(name)`, its splits' sizes.
+    examples: int | None = None
+    splits: tuple[tuple[str, int], ...] = ()
 
 
 class Streams:
@@ -137,7 +142,10 @@ class Streams:
         if inner.hf and inner.ragged is None and method in ("iter", "batch"):
             return self._hf_batch(expr, inner)
         if method in ("batch", "padded_batch") and not inner.hf:
-            return self._batch(expr, method, inner)
+            return self._batch(expr, method, inner, path)
+        if method == "as_dataset" and inner.splits:
+            split = positional[0] if positional else _keyword(expr, "split")
+            return Stream(examples=_split_size(dict(inner.splits), split))
         if method == "repeat":
             count = positional[0] if positional else _keyword(expr, "count")
             if count is None or not (isinstance(count, cst.Integer) and int(count.value) > 0):
@@ -148,7 +156,9 @@ class Streams:
         if method == "unbatch":
             return Stream(None, inner.infinite)
         if inner.ragged is None:
-            return inner  # before batching: `builder.as_dataset(...)`, `ds.take(n)`, ...
+            # before batching: `builder.as_dataset(...)`, `ds.take(n)`, ...; a map or shuffle
+            # keeps the number of examples, a filter or take does not
+            return inner if method in _KEEPS_EXAMPLES else replace(inner, examples=None, splits=())
         return inner if method in _KEEPS_BATCHES else None
 
     def _imported(self, call: cst.Call, name: str, element: int = -1) -> Stream | None:
@@ -298,6 +308,14 @@ class Streams:
                 if isinstance(size, (cst.Integer, cst.UnaryOperation)):
                     return None
                 return Stream(call)
+        if name in ("tensorflow_datasets.load", "tensorflow_datasets.builder"):
+            positional = [a.value for a in call.args if a.keyword is None and not a.star]
+            dataset = positional[0] if positional else _keyword(call, "name")
+            known = _jaxapi.TFDS_SIZES.get(dataset.evaluated_value) if isinstance(dataset, cst.SimpleString) else None  # type: ignore[arg-type]
+            if known is not None and name.endswith(".builder"):
+                return Stream(splits=tuple(known.items()))
+            if known is not None:
+                return Stream(examples=_split_size(known, _keyword(call, "split")))
         return Stream()
 
     def _hf_batch(self, call: cst.Call, inner: Stream) -> Stream:
@@ -312,7 +330,7 @@ class Streams:
             return inner
         return Stream(call, hf=True)
 
-    def _batch(self, call: cst.Call, method: str, inner: Stream) -> Stream:
+    def _batch(self, call: cst.Call, method: str, inner: Stream, path: list[cst.CSTNode] | None = None) -> Stream:
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
         size = positional[0] if positional else _keyword(call, "batch_size")
         index = 1 if method == "batch" else 3
@@ -323,6 +341,12 @@ class Streams:
             return inner
         if any(a.star for a in call.args):
             return inner
+        if inner.examples is not None and path is not None:
+            from ._frequency import integer_value
+
+            batch = integer_value(self.ctx, size, [*path, call])
+            if batch is not None and batch > 1 and inner.examples % batch == 0:
+                return Stream(None, inner.infinite, shuffled=inner.shuffled)  # every batch is full
         return Stream(call, inner.infinite, shuffled=inner.shuffled, drop=(call, "drop_remainder"))
 
     # -- names and functions --------------------------------------------------------------------
@@ -553,6 +577,21 @@ def _loader(
     # With `forwarded`, `call` is made up: the keyword goes to the call that forwards it.
     target = forwarded if forwarded is not None else call
     return Stream(call, loader=True, shuffled=_true(_keyword(call, "shuffle")), drop=(target, drop_keyword))
+
+
+# Dataset methods that keep the number of examples of a stream not yet batched.
+_KEEPS_EXAMPLES = frozenset({"map", "shuffle", "prefetch", "cache", "with_options", "as_dataset"})
+
+
+def _split_size(sizes: Mapping[str, int], split: cst.BaseExpression | None) -> int | None:
+    """The number of examples of the split a string names (`"train"`, `tfds.Split.TEST`),
+    when the table knows it; None for a slice (`"train[:90%]"`) or anything else."""
+    if isinstance(split, cst.SimpleString):
+        value = split.evaluated_value
+        return sizes.get(value) if isinstance(value, str) else None
+    if isinstance(split, cst.Attribute) and isinstance(split.value, cst.Attribute) and split.value.attr.value == "Split":
+        return sizes.get(split.attr.value.lower())
+    return None
 
 
 def _chunks(call: cst.Call, position: int) -> Stream | None:

@@ -99,7 +99,9 @@ rows, `np.zeros((1000, 3))`, `jax.random.normal(key, (512, 8))`, or returned by 
 of the file asked for that many by a parameter counting what it is named for,
 `sample_random_points(h, w, num_points)`; a loader over a library dataset of a known size,
 the library table's `dataset-sizes`: `DataLoader(datasets.MNIST(root, train=True),
-batch_size=32)` has 60,000 examples), when a loop inside cuts the ragged chunk again along
+batch_size=32)` has 60,000 examples; or a TensorFlow Datasets split of a known size,
+`tfds-sizes`, mapped or shuffled before `.batch(bs)`: `tfds.builder("cifar100")
+.as_dataset("test")` has 10,000), when a loop inside cuts the ragged chunk again along
 its first axis (`chunk[j * bs:(j + 1) * bs]`: that loop's cut decides the batch's shape),
 and when the consumer is not jitted. For
 tf.data it stays silent when `drop_remainder` is passed anything but `False` (keyword, or the
@@ -108,9 +110,9 @@ the linter cannot know it), when the dataset is `.repeat()`ed before `.batch` (a
 stream has no last batch; `.repeat(n)` with a literal `n` is still finite), for
 `.batch(1)`, when `.take(n)` / `.skip(n)` or a method it does not know follows the batching,
 after `.unbatch()`, and when a function mapped over the batches (`map(pad_batch, ds)`) is
-spelled with `pad` or `mask`. Beyond that table it cannot know the number of examples: a
-split whose size happens to be a multiple of the batch size (CIFAR-100's 10,000 test images
-from `tfds` in batches of 500) is reported too.
+spelled with `pad` or `mask`. Beyond those tables it cannot know the number of examples: a
+split whose size happens to be a multiple of the batch size (a dataset read from files, in
+batches that divide it) is reported too.
 
 ## Fix safety
 
