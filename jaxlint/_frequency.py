@@ -633,8 +633,12 @@ def reaching_value(name: str, path: Sequence[cst.CSTNode]) -> cst.BaseExpression
 
 
 def _binds(node: cst.CSTNode, name: str) -> bool:
-    """Whether code under `node` (nested functions and classes aside) binds `name`."""
+    """Whether code under `node` (nested functions and classes aside) binds `name`. A
+    `def` or `class` statement binds its own name only (what its body assigns is its own)."""
     from ._callgraph import iter_subtree_no_scopes
+
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        return node.name.value == name
     from ._scope import target_names
 
     for inner in iter_subtree_no_scopes(node):

@@ -84,6 +84,8 @@ def _loop_count(source: str) -> int | None:
         ("import numpy as np\nfor row in np.random.choice(xs, 4):\n    pass\n", None),
         # the value that reaches the loop: the last plain assignment before it
         ("g = make_graphs(x, n_graphs=1000)\ng = make_graphs(x, n_graphs=2)\nfor i in range(len(g)):\n    pass\n", 2),
+        # a `def` in between binds its own name only, whatever its body assigns
+        ("g = make_graphs(x, n_graphs=1000)\ng = make_graphs(x, n_graphs=2)\ndef f(g):\n    g = g[1:]\n    return g\nfor i in range(len(g)):\n    pass\n", 2),
         ("g = make_graphs(x, n_graphs=2)\nif big:\n    g = make_graphs(x, n_graphs=1000)\nfor i in range(len(g)):\n    pass\n", 1000),  # conditional: the largest
         # the body leaves the loop: at once, or when its counter reaches a known number
         ("for batch in loader:\n    step(batch)\n    break\n", 1),
