@@ -447,12 +447,6 @@ def _array_count(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], dept
         return None
     if function == "arange" and positional and len(positional) == len(call.args):
         return _range_length(ctx, positional, path, depth)
-    if function in _SHAPED or (name.startswith(("numpy.random.", "jax.random.")) and function in _SAMPLERS):
-        shape = _shape_argument(call, function, name, positional)
-        if isinstance(shape, (cst.Tuple, cst.List)):
-            first = next((e.value for e in shape.elements if isinstance(e, cst.Element)), None)
-            return _integer(ctx, first, path, depth + 1) if first is not None else None
-        return _integer(ctx, shape, path, depth + 1) if shape is not None else None
     if function == "linspace":
         num = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "num"), None)
         if num is None and len(positional) >= 3:
@@ -461,32 +455,6 @@ def _array_count(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], dept
             return 50 if len(positional) == 2 and len(call.args) == 2 else None
         return _integer(ctx, num, path, depth + 1)
     return None
-
-
-# Array makers whose first argument (or `shape=`) is the shape: its first entry is the number
-# of rows (`np.zeros((n, 3))`, `np.full(n, 0.5)`).
-_SHAPED = frozenset({"zeros", "ones", "empty", "full"})
-# Samplers of `numpy.random` / `jax.random`, and where they take the shape: `np.random.randn(n,
-# d)` (the dimensions), `np.random.randint(low, high, size)` / `normal(loc, scale, size)`
-# (`size=`, third), `jax.random.normal(key, shape)` (`shape=`, second).
-_SAMPLERS = frozenset({"randn", "rand", "randint", "normal", "uniform", "choice", "permutation", "bernoulli"})
-
-
-def _shape_argument(
-    call: cst.Call, function: str, name: str, positional: list[cst.BaseExpression]
-) -> cst.BaseExpression | None:
-    """The argument of an array maker or sampler that gives the shape of what it makes (an
-    integer for 1-D), or None when the call does not spell it."""
-    keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
-    if function in _SHAPED:
-        return keywords.get("shape", positional[0] if positional else None)
-    if function in ("randn", "rand") and name.startswith("numpy.random."):
-        return positional[0] if positional and not keywords else None  # randn(n, d): n rows
-    if function in ("choice", "permutation"):
-        return None  # a count of items drawn from another array: not read here
-    if name.startswith("jax.random."):
-        return keywords.get("shape", positional[1] if len(positional) > 1 else None)
-    return keywords.get("size", positional[2] if len(positional) > 2 else None)
 
 
 def integer_value(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode]) -> int | None:
@@ -526,9 +494,6 @@ def _count(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode], 
         return _array_count(ctx, expr, path, depth)
     if not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Name):
         return None
-    made = _array_count(ctx, expr, path, depth)  # `from numpy.random import randn`
-    if made is not None:
-        return made
     name = expr.func.value
     positional = [a.value for a in expr.args if a.keyword is None and a.star == ""]
     if name in ("range", "trange") and positional and len(positional) == len(expr.args):

@@ -94,9 +94,8 @@ np.zeros((bs - len(chunk), 3))])`, `np.vstack`), when it skips short batches (`i
 that `bs` divides the data (`assert n % bs == 0`), when the code shows both sizes and `bs`
 divides `n` (`range(0, n_keys, 100)` with `n_keys` a literal, a module constant, the default
 the script declares for a flag, `add_argument("--n-keys", default=2000)`, or what every call
-of the function in the file passes; `x.shape[0]` or `len(x)` of an array made with that many
-rows, `np.zeros((1000, 3))`, `jax.random.normal(key, (512, 8))`, or returned by a function
-of the file asked for that many by a parameter counting what it is named for,
+of the function in the file passes; `x.shape[0]` or `len(x)` of what a function of the file
+returns when asked for that many by a parameter counting what it is named for,
 `sample_random_points(h, w, num_points)`; a loader over a library dataset of a known size,
 the library table's `dataset-sizes`: `DataLoader(datasets.MNIST(root, train=True),
 batch_size=32)` has 60,000 examples; or a TensorFlow Datasets split of a known size,
