@@ -38,6 +38,7 @@ from ._walk import iter_children
 
 
 if TYPE_CHECKING:
+    from ._bindings import Binding
     from ._context import FileContext
 
 
@@ -229,56 +230,37 @@ class DeviceIndex:
         one a rule asks about: is there compiled work beside it?); `outside`: a node of the
         loop none of whose subtree counts (is there device work besides a copy's own ops?)."""
         path = tuple(self.ctx.ancestors if ancestors is None else ancestors)
-        inner = (*path, loop)
-        if isinstance(loop, (cst.For, cst.While)):
-            parts: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(loop.body, inner)]
-            if isinstance(loop, cst.While):
-                parts.append((loop.test, inner))
-        elif isinstance(loop, _COMPREHENSIONS):
-            # Everything but the first iterable runs once per item.
-            parts = [(c, inner) for c in iter_children(loop) if c is not loop.for_in]  # type: ignore[attr-defined]
-            first = loop.for_in  # type: ignore[attr-defined]
-            parts += [(c, (*inner, first)) for c in iter_children(first) if c is not first.iter]
-        else:
-            return False
-        for part, part_path in parts:
-            for node, node_path in _expressions(part, part_path):
-                if node is besides:
-                    continue
-                if outside is not None and (node is outside or any(p is outside for p in node_path)):
-                    continue
-                if compiled:
-                    if isinstance(node, cst.Call) and self.runs_compiled(node, node_path, models=models):
-                        return True
-                elif calls_only:
-                    if isinstance(node, cst.Call) and self._compiled_call(node, node_path):
-                        return True
-                elif self.dispatches_here(node, node_path):
+        for node, node_path in _per_iteration(loop, path, outside):
+            if node is besides:
+                continue
+            if compiled:
+                if isinstance(node, cst.Call) and self.runs_compiled(node, node_path, models=models):
                     return True
+            elif calls_only:
+                if isinstance(node, cst.Call) and self._compiled_call(node, node_path):
+                    return True
+            elif self.dispatches_here(node, node_path):
+                return True
         return False
 
     def works_besides(self, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> bool:
         """Whether each iteration of `loop` (whose ancestors are `ancestors`) may send work to
-        the device outside `node`'s subtree: a dispatch there (`loop_dispatches(outside=)`),
-        or a call of a function or method of this file, which may do array work the index
-        does not see (`out = forward(layers, batch)`). Calls that contain `node` count only
-        as themselves (`save(i, np.array(images[i]))`)."""
-        if self.loop_dispatches(loop, ancestors, outside=node):
-            return True
-        path = (*ancestors, loop)
-        for part in (getattr(loop, "body", None), getattr(loop, "test", None), getattr(loop, "elt", None)):
-            if part is None:
+        the device outside `node`'s subtree: a dispatch there (as `loop_dispatches` reads
+        one), or a call of a function or method of this file, which may do array work the
+        index does not see (`out = forward(layers, batch)`). Calls that contain `node` count
+        only as themselves (`save(i, np.array(images[i]))`)."""
+        for inner, inner_path in _per_iteration(loop, tuple(ancestors), node):
+            if self.dispatches_here(inner, inner_path):
+                return True
+            if not isinstance(inner, cst.Call):
                 continue
-            for inner, inner_path in _expressions(part, path):
-                if inner is node or any(p is node for p in inner_path) or not isinstance(inner, cst.Call):
-                    continue
-                func = inner.func
-                if isinstance(func, cst.Name) and self.ctx.resolve(func, inner_path, anchor=inner) is None:
-                    found = self._local_def(func.value, inner_path)
-                    if found is not None and found[0] is not None:
-                        return True
-                elif isinstance(func, cst.Attribute) and self.method_called(inner, inner_path) is not None:
+            func = inner.func
+            if isinstance(func, cst.Name) and self.ctx.resolve(func, inner_path, anchor=inner) is None:
+                found = self._local_def(func.value, inner_path)
+                if found is not None and found[0] is not None:
                     return True
+            elif isinstance(func, cst.Attribute) and self.method_called(inner, inner_path) is not None:
+                return True
         return False
 
     def runs_compiled(self, call: cst.Call, ancestors: Sequence[cst.CSTNode], depth: int = 0, *, models: bool = False) -> bool:
@@ -685,7 +667,7 @@ class DeviceIndex:
         memo[key] = calls
         return calls
 
-    def _passed_instances(self, binding, depth: int) -> list[tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]]] | None:  # type: ignore[no-untyped-def]
+    def _passed_instances(self, binding: Binding, depth: int) -> list[tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]]] | None:
         """What makes a parameter: the classes of what every call of its function in the file
         passes for it (a call made there, or a name made so); None when a call passes
         something else, leaves the default, or a caller may be elsewhere (`parameter_calls`)."""
@@ -1583,6 +1565,30 @@ def _match_names(pattern: cst.CSTNode) -> set[str]:
         stack.extend(iter_children(node))
     return names
 
+
+
+def _per_iteration(
+    loop: cst.CSTNode, path: tuple[cst.CSTNode, ...], outside: cst.CSTNode | None = None
+) -> Iterator[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]]:
+    """Every node that runs on each iteration of `loop` (whose ancestors are `path`), with its
+    ancestors: a `for` loop's body, a `while` loop's body and test, everything in a
+    comprehension but its first iterable. Not `outside`'s subtree, nor nested scopes."""
+    inner = (*path, loop)
+    if isinstance(loop, (cst.For, cst.While)):
+        parts: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(loop.body, inner)]
+        if isinstance(loop, cst.While):
+            parts.append((loop.test, inner))
+    elif isinstance(loop, _COMPREHENSIONS):
+        parts = [(c, inner) for c in iter_children(loop) if c is not loop.for_in]  # type: ignore[attr-defined]
+        first = loop.for_in  # type: ignore[attr-defined]
+        parts += [(c, (*inner, first)) for c in iter_children(first) if c is not first.iter]
+    else:
+        return
+    for part, part_path in parts:
+        for node, node_path in _expressions(part, part_path):
+            if outside is not None and (node is outside or any(p is outside for p in node_path)):
+                continue
+            yield node, node_path
 
 def _expressions(root: cst.CSTNode, path: tuple[cst.CSTNode, ...]) -> Iterator[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]]:
     """Every node under `root` (itself included) that runs when `root` runs, with its

@@ -298,7 +298,7 @@ class HostCopyInLoop(Rule):
         if ctx.device.works_besides(loop, loop_path, node):
             return False
         for inner, inner_path in walk_with_paths(node, path):
-            if isinstance(inner, cst.Name) and ctx.device.holds(inner, inner_path) and _made_before(ctx, inner, inner_path, loop):
+            if isinstance(inner, cst.Name) and inner.value not in ctx.loop_bindings(loop) and ctx.device.holds(inner, inner_path):
                 return False  # `int(totals[i])` per item: one copy of `totals` before the loop would do
             if isinstance(inner, cst.Call) and inner is not node:
                 # only array ops of jax and NumPy, and methods of arrays (`x.sum()`): a
@@ -1122,12 +1122,6 @@ def _index(path: list[cst.CSTNode], node: cst.CSTNode) -> int:
 def _short(text: str, limit: int = 40) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _made_before(ctx, name: cst.Name, path: list[cst.CSTNode], loop: Loop) -> bool:  # type: ignore[no-untyped-def]
-    """Whether every binding of `name` (read at the end of `path`) lies outside `loop`."""
-    bindings = ctx.bindings.of(name.value, [*path, name])
-    return bool(bindings) and not any(any(p is loop for p in b.path) or b.node is loop for b in bindings)
 
 
 def _array_method(call: cst.Call) -> bool:
