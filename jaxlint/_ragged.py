@@ -503,15 +503,23 @@ class BatchIndex:
                 return True
         return False
 
+    def _ancestors(self, loop: cst.For) -> list[cst.CSTNode] | None:
+        """`loop`'s ancestors from the module: those recorded for a generator's loop, else
+        those of the node being visited; None when `loop` encloses neither."""
+        path = self._paths.get(id(loop))
+        if path is not None:
+            return path
+        try:
+            return self.ctx.ancestors_of(loop)
+        except ValueError:
+            return None
+
     def _single_rows(self, step: cst.BaseExpression, loop: cst.For) -> bool:
         """A step the code sets to 1 at most (`blocks = 1`, `range(0, n, blocks)`): every slice
         `x[i:i + 1]` holds one row, the last one too."""
-        path = self._paths.get(id(loop))
+        path = self._ancestors(loop)
         if path is None:
-            try:
-                path = self.ctx.ancestors_of(loop)
-            except ValueError:
-                return False
+            return False
         size = integer_value(self.ctx, step, [*path, loop])
         return size is not None and size <= 1
 
@@ -521,12 +529,9 @@ class BatchIndex:
         for it (`add_argument("--n-keys", default=2000)`, `_frequency.integer_value`), or a
         parameter of the function that every call of the file passes such a value (`def
         losses(n_keys)` called with `args.n_keys`): every batch is full, the last one too."""
-        path = self._paths.get(id(loop))
+        path = self._ancestors(loop)
         if path is None:
-            try:
-                path = self.ctx.ancestors_of(loop)
-            except ValueError:
-                return False
+            return False
         size = integer_value(self.ctx, step, [*path, loop])
         if size is None or size <= 1:
             return False
