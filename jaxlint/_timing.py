@@ -417,6 +417,8 @@ class TimingIndex:
         leaves = [work for work in flow.leaves() if not self._waited_every_pass(region, work, flow)]
         if flow.settled and all(self._light(work) for work in leaves):
             return []
+        if leaves and self._host_fed(region, flow) and not self.reported_per_step(region):
+            return []
         return leaves
 
     def _light(self, work: Work) -> bool:
@@ -431,6 +433,43 @@ class TimingIndex:
             and self.ctx.jit.callee(call, path) is None
             for call in work.calls
         )
+
+    def _host_fed(self, region: TimedRegion, flow: DeviceFlow) -> bool:
+        """Whether all the work the region leaves in flight copies host data the region made
+        to the device (`jnp.asarray(mesh.mask)`, `jax.device_put(table)` after
+        `mesh = load_mesh(path)`), or makes one light pass (`light-array-ops`) over such
+        copies (`jnp.sum(wet)`): a set-up timer around loading or building on the host. The
+        host spent at least as long making the data as the device needs to receive it and
+        pass over it once, so the figure is the host's. A copy of data made before the clock
+        started (a benchmark of the transfer), or work on it, is not host-fed."""
+        if not flow.pending:
+            return False
+        bound = _bound_in(region)
+        made = {n for work in flow.pending for n in work.names if n}
+        host = bound - flow.device - made
+        for work in flow.pending:
+            path = (*work.step.path, work.step.node)
+            for call in work.calls:
+                name = self.ctx.resolve(call.func, path, anchor=call)
+                if self.ctx.jit.callee(call, path) is not None:
+                    return False
+                if name in _jaxapi.SETUP_ARRAY_OPS:
+                    continue
+                values = [a.value for a in call.args]
+                reads = set().union(*(_data_names(v) for v in values)) if values else set()
+                if reads & (flow.device - made) or any(self.ctx.device.holds(cst.Name(n), path) for n in reads - host - made):
+                    return False  # it reads device values made before the clock started
+                if name in _TRANSFERS:
+                    # host data made here: a value computed by a call on the host right there,
+                    # or arithmetic over names the region bound
+                    if not values or not (isinstance(values[0], cst.Call) or reads & host):
+                        return False
+                elif name in _jaxapi.LIGHT_ARRAY_OPS:
+                    if not reads or not reads <= (host | made):
+                        return False
+                else:
+                    return False
+        return True
 
     def _waited_every_pass(self, region: TimedRegion, work: Work, flow: DeviceFlow) -> bool:
         """Whether `work` was started in a loop of the region that runs many times
@@ -920,6 +959,41 @@ def _runs(loop: cst.For | cst.While) -> bool:
     if isinstance(loop.iter, (cst.Tuple, cst.List)):
         return bool(loop.iter.elements)
     return (literal_iterations(loop) or 0) > 0
+
+
+# Copies of host data to the device.
+_TRANSFERS = frozenset({"jax.numpy.asarray", "jax.numpy.array", "jax.device_put"})
+
+
+def _data_names(expr: cst.CSTNode) -> set[str]:
+    """The names `expr` reads as data, not as the head of a function it calls
+    (`np.asarray(mesh.area)` reads `mesh`, not `np`)."""
+    called = set()
+    for node in iter_subtree(expr, into_scopes=False):
+        if isinstance(node, cst.Call):
+            head = node.func
+            while isinstance(head, cst.Attribute):
+                head = head.value
+            if isinstance(head, cst.Name):
+                called.add(head.value)
+    return free_names(expr) - called
+
+
+def _bound_in(region: TimedRegion) -> set[str]:
+    """The names the region's statements bind (assignment and loop targets)."""
+    bound: set[str] = set()
+    for step in region.steps():
+        if step.binds is not None:
+            bound.update(target_names(step.binds))
+        node = step.node
+        smalls = node.body if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else ()
+        for small in smalls:
+            if isinstance(small, cst.Assign):
+                for target in small.targets:
+                    bound.update(target_names(target.target))
+            elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+                bound.update(target_names(small.target))
+    return bound
 
 
 def _step_calls(step: Step) -> Iterator[tuple[cst.Call, tuple[cst.CSTNode, ...]]]:

@@ -51,7 +51,10 @@ for `eqx.filter_jit` calls: since equinox 0.11.8 they block on their own result 
 returning, so their timing is (accidentally) correct. It also stays silent when the only
 unwaited work is set-up too small to matter (`jnp.zeros`, `jax.random.split`, an array of
 numbers written in the code), or a light pass over finished values (`jnp.mean(jnp.array(losses))`
-after the region waited for the steps it timed), when the unwaited work was started in a loop
+after the region waited for the steps it timed), or copies to the device of host data the
+timed code made itself, and light passes over those copies (a set-up timer around loading:
+`mesh = load_mesh(path)`, then `wet = jnp.asarray(mesh.mask)`, `jnp.sum(wet)`; the host took at
+least as long to make the data; reported as a total, not per step), when the unwaited work was started in a loop
 of many passes that waits for the device on each (the loss of the previous step printed at
 the top of the next: only the last pass is in flight at the read), or a jitted function that computes nothing (a body of `pass`,
 or one returning its arguments as they came: a benchmark of the dispatch itself), and when the
