@@ -444,9 +444,8 @@ class TimingIndex:
         started (a benchmark of the transfer), or work on it, is not host-fed."""
         if not flow.pending:
             return False
-        bound = _bound_in(region)
         made = {n for work in flow.pending for n in work.names if n}
-        host = bound - flow.device - made
+        host = _bound_in(region) - flow.device - made
         for work in flow.pending:
             path = (*work.step.path, work.step.node)
             for call in work.calls:
@@ -455,17 +454,20 @@ class TimingIndex:
                     return False
                 if name in _jaxapi.SETUP_ARRAY_OPS:
                     continue
-                values = [a.value for a in call.args]
-                reads = set().union(*(_data_names(v) for v in values)) if values else set()
-                if reads & (flow.device - made) or any(self.ctx.device.holds(cst.Name(n), path) for n in reads - host - made):
-                    return False  # it reads device values made before the clock started
+                data = [a.value for a in call.args if a.keyword is None and not a.star]
+                reads = set().union(*(_data_names(v) for v in data)) if data else set()
                 if name in _TRANSFERS:
-                    # host data made here: a value computed by a call on the host right there,
-                    # or arithmetic over names the region bound
-                    if not values or not (isinstance(values[0], cst.Call) or reads & host):
+                    # host data made here: a value a call computes right there, or one built
+                    # from names the region bound, none of them known to hold device values
+                    if not data:
+                        return False
+                    known = reads & (flow.device - made) or any(self.ctx.device.holds(cst.Name(n), path) for n in reads - made)
+                    if known or not (isinstance(data[0], cst.Call) or reads & host):
                         return False
                 elif name in _jaxapi.LIGHT_ARRAY_OPS:
-                    if not reads or not reads <= (host | made):
+                    # over the copies made here only: a value an unknown call returned may be
+                    # a model's output on the device
+                    if not reads or not reads <= made:
                         return False
                 else:
                     return False
