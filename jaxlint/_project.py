@@ -43,7 +43,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -119,6 +119,10 @@ class ModuleFacts:
     # device work, wait for none of it and return its results (`_Summary._unwaited`): a call of
     # one returns with the work in flight, as a call of a jitted function does.
     unwaited: tuple[str, ...] = ()
+    # Its top-level functions whose only device work is light array operations
+    # (`light_body`: `def tree_norm(t): return jnp.sqrt(sum(jnp.sum(x * x) for x in leaves(t)))`),
+    # jitted or not: one pass over their inputs, microseconds on values the host has waited for.
+    light: tuple[str, ...] = ()
     # Whether its tree was read, so every call it makes is in `traced_calls`/`eager_calls`
     # (False: read from its import lines alone; `steps.train_step(...)` is not known).
     parsed: bool = False
@@ -154,6 +158,7 @@ class Project:
     _class_jit: dict[str, dict[str, str]] = field(default_factory=dict)  # `_jitted_methods`, as asked
     _passes: dict[str, dict[int, set[str]]] = field(default_factory=dict)  # function -> index -> kinds passed
     _unwaited: set[str] = field(default_factory=set)  # functions and methods returning work in flight
+    _light: set[str] = field(default_factory=set)  # functions whose device work is light (`ModuleFacts.light`)
     _homes: dict[str, Mapping[str, str]] = field(default_factory=dict)  # module -> top name -> module (`_Layout`)
     _canonical: dict[str, str] | None = None  # `canonical`'s answers, kept once what it reads is complete
     digest: str = ""
@@ -209,6 +214,7 @@ class Project:
                     project._builds[f"{module.module}.{name}"] = built
                 project._streams.update(f"{module.module}.{name}" for name in module.streams)
                 project._unwaited.update(f"{module.module}.{name}" for name in module.unwaited)
+                project._light.update(f"{module.module}.{name}" for name in module.light)
                 for name, api in module.methods:
                     owner, _, method = name.rpartition(".")
                     project._methods.setdefault(f"{module.module}.{owner}", {})[method] = api
@@ -282,7 +288,7 @@ class Project:
         if imported_jit:
             for name in (
                 *self._jitted, *self._factories, *self._holders, *self._traceables, *self._aliases, *self._bases, *self._builds, *self._streams, *self._forwards,
-                *self._methods, *self._unwaited,
+                *self._methods, *self._unwaited, *self._light,
             ):  # fmt: skip
                 members.setdefault(name.rpartition(".")[0], []).append(name)
         answers: dict[str, str] = {}
@@ -300,7 +306,7 @@ class Project:
                 known = answers[name] = (
                     f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''} {handed} {bases} {linen}"
                     f" {sorted(methods.items())} {self._holders.get(target, '')} {self._joined_text(target) if target in self._traceables else ''}"
-                    f" {unwaited}"
+                    f" {unwaited} {'light' if target in self._light else ''}"
                 )
             return known
 
@@ -492,6 +498,11 @@ class Project:
         if target in self._unwaited:
             return True
         return bool(dot) and f"{self.canonical(self._absolute(owner, module))}.{last}" in self._unwaited
+
+    def light(self, name: str, module: str | None = None) -> bool:
+        """Whether the project function `name` (as imported into `module`) does only light
+        array work (`ModuleFacts.light`)."""
+        return bool(self._light) and (name in self._light or self.canonical(self._absolute(name, module)) in self._light)
 
     def passed_ragged(self, function: str, index: int) -> bool:
         """Whether every call of the project function `function` (absolute) from other modules
@@ -993,6 +1004,7 @@ class _Summary:
             methods=tuple(sorted(self._jitted_methods())),
             passes=tuple(sorted(self._passes())),
             unwaited=tuple(sorted(_Unwaited(self, jitted).found())),
+            light=tuple(sorted(n for n, f in self.functions.items() if light_body(f, self.resolve))),
             parsed=True,
         )
 
@@ -1312,6 +1324,35 @@ def _unparsed_facts(module: str, anchor: str, text: str) -> dict[str, Any]:
         "looped": _LoopCalls(summary, set()).found(tree) if loops else (),
         "traceable": tuple(sorted(summary._traceable())) if arrays else (),
     }
+
+
+def light_body(function: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Callable[[ast.expr], str | None]) -> bool:
+    """Whether `function` (read with Python's `ast`; `resolve` names what a call calls) does
+    only light array work: every call in it, lambdas included, is a light array operation
+    (`library.toml`'s `light-array-ops`: `jnp.sum`, `jnp.sqrt`...), a pytree utility, NumPy on
+    shapes, or a builtin that gathers (`sum`, `map`, `len`...); no loop statement, no call of
+    anything else (a model, a method, a function of the project), and at least one array
+    operation. One pass over its inputs: a metric such as a gradient norm."""
+    arrays = 0
+    for node in ast.walk(function):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) or (node is not function and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))):
+            return False
+        if not isinstance(node, ast.Call):
+            continue
+        if isinstance(node.func, ast.Name) and node.func.id in _GATHERING and resolve(node.func) is None:
+            continue
+        name = resolve(node.func)
+        if name is None:
+            return False
+        if name in _jaxapi.LIGHT_ARRAY_OPS:
+            arrays += 1
+        elif not (_jaxapi.is_tree_util(name) or name.startswith("numpy.")):
+            return False
+    return arrays > 0
+
+
+# Builtins that gather or count what they are given.
+_GATHERING = frozenset({"sum", "map", "len", "zip", "list", "tuple", "abs", "max", "min"})
 
 
 class _Unwaited:
@@ -1917,12 +1958,13 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
         "methods": [list(pair) for pair in facts.methods],
         "passes": [list(pair) for pair in facts.passes],
         "unwaited": list(facts.unwaited),
+        "light": list(facts.light),
         "parsed": facts.parsed,
     }
 
 
 _PAIRS = ("jitted", "aliases", "factories", "holders", "traceable", "assigned", "classes", "builds", "forwards", "looped", "methods", "passes")
-_NAMES = ("traced", "eager", "imports", "stars", "streams", "unwaited")
+_NAMES = ("traced", "eager", "imports", "stars", "streams", "unwaited", "light")
 
 
 def _stored_facts(entry: object) -> ModuleFacts | None:
@@ -1963,5 +2005,6 @@ def _stored_facts(entry: object) -> ModuleFacts | None:
         methods=pair("methods"),
         passes=pair("passes"),
         unwaited=tuple(entry["unwaited"]),
+        light=tuple(entry["light"]),
         parsed=entry["parsed"],
     )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import _jaxapi
-from ._waits import DeviceFlow, Step, Work
+from ._waits import DeviceFlow, Step, Work, light_call
 from ._nodes import free_names, iter_subtree, literal_iterations
 from ._scope import target_names
 from ._walk import iter_children
@@ -424,13 +424,15 @@ class TimingIndex:
     def _light(self, work: Work) -> bool:
         """Whether `work` is only array operations that make one pass over their inputs
         (`library.toml`'s `light-array-ops`: `jnp.mean(jnp.array(losses))`, an `argmax`),
-        called eagerly. `pending` drops such work when the region waited for device work it
+        called eagerly, or calls of functions, jitted or not, of this file or another module
+        of the project whose only device work is such operations (`light_call`: a gradient
+        norm). `pending` drops such work when the region waited for device work it
         had started before (`DeviceFlow.settled`): the work it timed is done, and what is left
         in flight takes microseconds on values the host has just waited for."""
         path = (*work.step.path, work.step.node)
         return all(
-            self.ctx.resolve(call.func, path, anchor=call) in _jaxapi.LIGHT_ARRAY_OPS
-            and self.ctx.jit.callee(call, path) is None
+            (self.ctx.resolve(call.func, path, anchor=call) in _jaxapi.LIGHT_ARRAY_OPS and self.ctx.jit.callee(call, path) is None)
+            or light_call(self.ctx, call, path)
             for call in work.calls
         )
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ._context import FileContext
 
 
-__all__ = ["DeviceFlow", "Step", "Wait", "Work", "dispatch_evidence", "is_setup_work", "lead_call", "project_unwaited", "returns_unwaited"]
+__all__ = ["DeviceFlow", "Step", "Wait", "Work", "dispatch_evidence", "is_setup_work", "lead_call", "light_call", "project_unwaited", "returns_unwaited"]
 
 # Builtins and container methods that take device values without waiting for them.
 _NEUTRAL_BUILTINS = frozenset(
@@ -384,6 +384,42 @@ def project_unwaited(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNod
         return None
     method = f"{names.pop()}.{func.attr.value}"
     return method if project.returns_unwaited(method, ctx.module_name) else None
+
+
+def light_call(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode]) -> bool:
+    """Whether `call` runs a function whose only device work is light array operations, jitted
+    or not: of another module of the project (`Project.light`, `_project.light_body`), or a
+    `def` of this file read the same way (`jitted_norm(grads)` where `def jitted_norm(t):
+    return jnp.sqrt(sum(jnp.sum(x * x) for x in jax.tree.leaves(t)))`)."""
+    name = ctx.resolve(call.func, path, anchor=call)
+    if name is not None:
+        return ctx.project is not None and ctx.project.light(name, ctx.module_name)
+    if not isinstance(call.func, cst.Name):
+        return False
+    found = ctx.device._local_def(call.func.value, path)
+    if found is None or found[0] is None:
+        return False
+    function, scope_path = found
+    arrays = 0
+    for node in _subtree(function.body):
+        if isinstance(node, (cst.For, cst.While)):
+            return False
+    for inner, inner_path, _in_lambda in _calls(function.body, (*scope_path, function)):
+        func = inner.func
+        if isinstance(func, cst.Name) and func.value in _GATHERING and ctx.is_builtin(func.value, inner_path, anchor=inner):
+            continue
+        resolved = ctx.resolve(func, inner_path, anchor=inner)
+        if resolved is None:
+            return False
+        if resolved in _jaxapi.LIGHT_ARRAY_OPS:
+            arrays += 1
+        elif not (_jaxapi.is_tree_util(resolved) or resolved.startswith("numpy.")):
+            return False
+    return arrays > 0
+
+
+# Builtins that gather or count what they are given (`_project.light_body` reads the same).
+_GATHERING = frozenset({"sum", "map", "len", "zip", "list", "tuple", "abs", "max", "min"})
 
 
 def _returns_unwaited(ctx: FileContext, function: cst.FunctionDef, scope_path: tuple[cst.CSTNode, ...]) -> bool:

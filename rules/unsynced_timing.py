@@ -50,8 +50,10 @@ array such as `jnp.zeros` is not known to), for code inside jitted functions
 for `eqx.filter_jit` calls: since equinox 0.11.8 they block on their own result before
 returning, so their timing is (accidentally) correct. It also stays silent when the only
 unwaited work is set-up too small to matter (`jnp.zeros`, `jax.random.split`, an array of
-numbers written in the code), or a light pass over finished values (`jnp.mean(jnp.array(losses))`
-after the region waited for the steps it timed), or copies to the device of host data the
+numbers written in the code), or a light pass over finished values (`jnp.mean(jnp.array(losses))`, or
+a function of the file or of another module of the project, jitted or not, whose only device
+work is such one-pass operations, a gradient norm, after the region waited for the steps it
+timed), or copies to the device of host data the
 timed code made itself, and light passes over those copies (a set-up timer around loading:
 `mesh = load_mesh(path)`, then `wet = jnp.asarray(mesh.mask)`, `jnp.sum(wet)`; the host took at
 least as long to make the data; reported as a total, not per step), when the unwaited work was started in a loop
