@@ -23,7 +23,10 @@ records, per module:
 - `holders`: its functions that return an object built from jitted callables alone
   (`Project.holder`: `model = compiled(pair)` makes `model.apply(...)` a jitted call);
 - `traceable`: which of its functions would trace under jit as they are, with their static
-  parameters and the project functions they call (`_traceable`; `Project.traceable` joins them).
+  parameters and the project functions they call (`_traceable`; `Project.traceable` joins them);
+- `light`: its functions whose only device work is light one-pass array operations (a gradient
+  norm: `Project.light`), and `copiers`: its functions and methods that copy arrays to the
+  host or block on them (`Project.copies`: `engine.sync()` waits for the device).
 
 `Project` joins them: `jitted(name)` for a call of an imported name, and `traced_only(name)`
 for a function that other modules call only from traced code and nowhere else, so that its
@@ -123,6 +126,11 @@ class ModuleFacts:
     # (`light_body`: `def tree_norm(t): return jnp.sqrt(sum(jnp.sum(x * x) for x in leaves(t)))`),
     # jitted or not: one pass over their inputs, microseconds on values the host has waited for.
     light: tuple[str, ...] = ()
+    # Its top-level functions and methods of its top-level classes (as "Class.method") whose
+    # body copies arrays to the host or blocks on them (`float(loss)`, `np.asarray(x)`,
+    # `x.item()`, `jax.block_until_ready`: `copies_on_host`): a call of one waits for the device
+    # values it reads, whatever the caller can see of its arguments.
+    copiers: tuple[str, ...] = ()
     # Whether its tree was read, so every call it makes is in `traced_calls`/`eager_calls`
     # (False: read from its import lines alone; `steps.train_step(...)` is not known).
     parsed: bool = False
@@ -159,6 +167,7 @@ class Project:
     _passes: dict[str, dict[int, set[str]]] = field(default_factory=dict)  # function -> index -> kinds passed
     _unwaited: set[str] = field(default_factory=set)  # functions and methods returning work in flight
     _light: set[str] = field(default_factory=set)  # functions whose device work is light (`ModuleFacts.light`)
+    _copiers: set[str] = field(default_factory=set)  # functions and methods that copy to the host (`ModuleFacts.copiers`)
     _homes: dict[str, Mapping[str, str]] = field(default_factory=dict)  # module -> top name -> module (`_Layout`)
     _canonical: dict[str, str] | None = None  # `canonical`'s answers, kept once what it reads is complete
     digest: str = ""
@@ -215,6 +224,7 @@ class Project:
                 project._streams.update(f"{module.module}.{name}" for name in module.streams)
                 project._unwaited.update(f"{module.module}.{name}" for name in module.unwaited)
                 project._light.update(f"{module.module}.{name}" for name in module.light)
+                project._copiers.update(f"{module.module}.{name}" for name in module.copiers)
                 for name, api in module.methods:
                     owner, _, method = name.rpartition(".")
                     project._methods.setdefault(f"{module.module}.{owner}", {})[method] = api
@@ -288,7 +298,7 @@ class Project:
         if imported_jit:
             for name in (
                 *self._jitted, *self._factories, *self._holders, *self._traceables, *self._aliases, *self._bases, *self._builds, *self._streams, *self._forwards,
-                *self._methods, *self._unwaited, *self._light,
+                *self._methods, *self._unwaited, *self._light, *self._copiers,
             ):  # fmt: skip
                 members.setdefault(name.rpartition(".")[0], []).append(name)
         answers: dict[str, str] = {}
@@ -303,10 +313,11 @@ class Project:
                 linen = "linen" if self._builds_linen(target, 0) else ""
                 methods = self._jitted_methods(target) if target in self._bases or target in self._methods else {}
                 unwaited = sorted(n for n in self._unwaited if n == target or n.rpartition(".")[0] == target)
+                copiers = sorted(n for n in self._copiers if n == target or n.rpartition(".")[0] == target)
                 known = answers[name] = (
                     f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''} {handed} {bases} {linen}"
                     f" {sorted(methods.items())} {self._holders.get(target, '')} {self._joined_text(target) if target in self._traceables else ''}"
-                    f" {unwaited} {'light' if target in self._light else ''}"
+                    f" {unwaited} {'light' if target in self._light else ''} {copiers}"
                 )
             return known
 
@@ -503,6 +514,19 @@ class Project:
         """Whether the project function `name` (as imported into `module`) does only light
         array work (`ModuleFacts.light`)."""
         return bool(self._light) and (name in self._light or self.canonical(self._absolute(name, module)) in self._light)
+
+    def copies(self, name: str, module: str | None = None) -> bool:
+        """Whether the project function `name` (as imported into `module`), or the method
+        `Class.method` of a project class so named, copies arrays to the host or blocks on them
+        (`ModuleFacts.copiers`)."""
+        if not self._copiers:
+            return False
+        if name in self._copiers:
+            return True
+        owner, dot, last = name.rpartition(".")
+        if self.canonical(self._absolute(name, module)) in self._copiers:
+            return True
+        return bool(dot) and f"{self.canonical(self._absolute(owner, module))}.{last}" in self._copiers
 
     def passed_ragged(self, function: str, index: int) -> bool:
         """Whether every call of the project function `function` (absolute) from other modules
@@ -1005,8 +1029,18 @@ class _Summary:
             passes=tuple(sorted(self._passes())),
             unwaited=tuple(sorted(_Unwaited(self, jitted).found())),
             light=tuple(sorted(n for n, f in self.functions.items() if light_body(f, self.resolve))),
+            copiers=tuple(sorted(self._copiers())),
             parsed=True,
         )
+
+    def _copiers(self) -> set[str]:
+        found = {name for name, function in self.functions.items() if copies_on_host(function, self.resolve)}
+        for statement in self.tree.body:
+            if isinstance(statement, ast.ClassDef):
+                for item in statement.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and copies_on_host(item, self.resolve):
+                        found.add(f"{statement.name}.{item.name}")
+        return found
 
     def _classes(self) -> set[tuple[str, str]]:
         found = set()
@@ -1308,12 +1342,17 @@ def _last_value(read: ast.Name, ordered: list[ast.Assign]) -> ast.expr | None:
 _LOOP_WORDS = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:for|while)\b", re.MULTILINE)
 
 
+# A module with none of these copies nothing to the host (`ModuleFacts.copiers`).
+_COPY_WORDS = re.compile(r"\.item\(|\.tolist\(|block_until_ready|device_get|asarray|\.array\(|__array__")
+
+
 def _unparsed_facts(module: str, anchor: str, text: str) -> dict[str, Any]:
     """`ModuleFacts.looped` and `traceable` of a module read without a full summary (it traces
     nothing): the project callables its loops call, and which of its functions would trace
     (a module of array functions, `jnp.`/`lax.`, whose functions other modules' steps call)."""
     loops, arrays = bool(_LOOP_WORDS.search(text)), bool(_ARRAY_WORDS.search(text))
-    if not (loops or arrays):
+    copies = bool(_COPY_WORDS.search(text))
+    if not (loops or arrays or copies):
         return {}
     try:
         tree = ast.parse(text)
@@ -1323,6 +1362,7 @@ def _unparsed_facts(module: str, anchor: str, text: str) -> dict[str, Any]:
     return {
         "looped": _LoopCalls(summary, set()).found(tree) if loops else (),
         "traceable": tuple(sorted(summary._traceable())) if arrays else (),
+        "copiers": tuple(sorted(summary._copiers())) if copies else (),
     }
 
 
@@ -1349,6 +1389,26 @@ def light_body(function: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Callab
         elif not (_jaxapi.is_tree_util(name) or name.startswith("numpy.")):
             return False
     return arrays > 0
+
+
+def copies_on_host(function: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Callable[[ast.expr], str | None]) -> bool:
+    """Whether `function`'s own body (not its lambdas or nested `def`s, which may never run)
+    copies arrays to the host or blocks on them: a host method (`x.item()`,
+    `x.block_until_ready()`), a host copy (`np.asarray`, `jax.device_get`) or a blocking call
+    (`jax.block_until_ready`) as `library.toml` names them."""
+    stack: list[ast.AST] = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute) and node.func.attr in _jaxapi.HOST_METHODS:
+                return True
+            name = resolve(node.func)
+            if name is not None and (_jaxapi.is_host_copy(name) or name in _jaxapi.BLOCKING):
+                return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
 
 
 # Builtins that gather or count what they are given.
@@ -1959,12 +2019,13 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
         "passes": [list(pair) for pair in facts.passes],
         "unwaited": list(facts.unwaited),
         "light": list(facts.light),
+        "copiers": list(facts.copiers),
         "parsed": facts.parsed,
     }
 
 
 _PAIRS = ("jitted", "aliases", "factories", "holders", "traceable", "assigned", "classes", "builds", "forwards", "looped", "methods", "passes")
-_NAMES = ("traced", "eager", "imports", "stars", "streams", "unwaited", "light")
+_NAMES = ("traced", "eager", "imports", "stars", "streams", "unwaited", "light", "copiers")
 
 
 def _stored_facts(entry: object) -> ModuleFacts | None:
@@ -2006,5 +2067,6 @@ def _stored_facts(entry: object) -> ModuleFacts | None:
         passes=pair("passes"),
         unwaited=tuple(entry["unwaited"]),
         light=tuple(entry["light"]),
+        copiers=tuple(entry["copiers"]),
         parsed=entry["parsed"],
     )

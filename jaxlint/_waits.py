@@ -213,6 +213,8 @@ class DeviceFlow:
                 return self._tree_util(call, path)
             if self.helpers and project_unwaited(ctx, call, path) is not None:
                 return "dispatch"  # a function of another module that returns work in flight
+            if ctx.project is not None and ctx.project.copies(name, ctx.module_name):
+                return Wait.BLOCK  # `evaluate(model, test_set)` of another module: it copies to the host
             return Wait.OPAQUE
         if isinstance(func, cst.Attribute):
             method = func.attr.value
@@ -231,8 +233,8 @@ class DeviceFlow:
                 return "store"
             if self._reads_device(func.value):
                 return None  # an array method: more device work on a device value
-            if self._method_copier(call, path):
-                return Wait.BLOCK  # `self.evaluate()`: a method of the file that copies to the host
+            if self._method_copier(call, path) or self._project_method_copier(func, path):
+                return Wait.BLOCK  # `self.evaluate()`: a method of the file (or a project class) that copies to the host
             return Wait.OPAQUE
         if isinstance(func, cst.Name) and ctx.is_builtin(func.value, path, anchor=call):
             if func.value in _jaxapi.HOST_BUILTINS:
@@ -266,6 +268,17 @@ class DeviceFlow:
         values it reads from its object whatever its arguments."""
         found = self.ctx.device.method_called(call, path)
         return found is not None and self._copies_in(found[0], found[1])
+
+    def _project_method_copier(self, func: cst.Attribute, path: Sequence[cst.CSTNode]) -> bool:
+        """`trainer.evaluate()` where every binding of `trainer` calls one class of another
+        module of the project whose `evaluate` copies to the host (`Project.copies`)."""
+        project = self.ctx.project
+        if project is None:
+            return False
+        names = set(self.ctx.device.makers(func.value, path) or ())
+        if len(names) != 1 or None in names:
+            return False
+        return project.copies(f"{names.pop()}.{func.attr.value}", self.ctx.module_name)
 
     def _copies_in(self, function: cst.FunctionDef, scope_path: Sequence[cst.CSTNode]) -> bool:
         for node, node_path, in_lambda in _calls(function.body, (*scope_path, function)):
