@@ -1368,14 +1368,14 @@ def _unparsed_facts(module: str, anchor: str, text: str) -> dict[str, Any]:
 
 def light_body(function: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Callable[[ast.expr], str | None]) -> bool:
     """Whether `function` (read with Python's `ast`; `resolve` names what a call calls) does
-    only light array work: every call in it, lambdas included, is a light array operation
+    only light array work: every call in its body, lambdas included, is a light array operation
     (`library.toml`'s `light-array-ops`: `jnp.sum`, `jnp.sqrt`...), a pytree utility, NumPy on
     shapes, or a builtin that gathers (`sum`, `map`, `len`...); no loop statement, no call of
     anything else (a model, a method, a function of the project), and at least one array
     operation. One pass over its inputs: a metric such as a gradient norm."""
     arrays = 0
-    for node in ast.walk(function):
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) or (node is not function and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))):
+    for node in (n for statement in function.body for n in ast.walk(statement)):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return False
         if not isinstance(node, ast.Call):
             continue

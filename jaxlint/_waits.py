@@ -16,7 +16,9 @@ wait for their own results (equinox >= 0.11.8 blocks inside the call).
 
 from __future__ import annotations
 
+import ast
 import enum
+import textwrap
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -25,6 +27,7 @@ import libcst as cst
 
 from . import _jaxapi
 from ._nodes import spelled_numbers
+from ._project import light_body
 from ._scope import dotted_name
 from ._walk import iter_children
 
@@ -401,9 +404,10 @@ def project_unwaited(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNod
 
 def light_call(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode]) -> bool:
     """Whether `call` runs a function whose only device work is light array operations, jitted
-    or not: of another module of the project (`Project.light`, `_project.light_body`), or a
-    `def` of this file read the same way (`jitted_norm(grads)` where `def jitted_norm(t):
-    return jnp.sqrt(sum(jnp.sum(x * x) for x in jax.tree.leaves(t)))`)."""
+    or not (`_project.light_body`): of another module of the project (`Project.light`), or a
+    `def` of this file, read the same way with the names its body reads resolved where it
+    stands (`jitted_norm(grads)` where `def jitted_norm(t): return jnp.sqrt(sum(jnp.sum(x * x)
+    for x in jax.tree.leaves(t)))`)."""
     name = ctx.resolve(call.func, path, anchor=call)
     if name is not None:
         return ctx.project is not None and ctx.project.light(name, ctx.module_name)
@@ -413,26 +417,27 @@ def light_call(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode]) ->
     if found is None or found[0] is None:
         return False
     function, scope_path = found
-    arrays = 0
-    for node in _subtree(function.body):
-        if isinstance(node, (cst.For, cst.While)):
-            return False
-    for inner, inner_path, _in_lambda in _calls(function.body, (*scope_path, function)):
-        func = inner.func
-        if isinstance(func, cst.Name) and func.value in _GATHERING and ctx.is_builtin(func.value, inner_path, anchor=inner):
-            continue
-        resolved = ctx.resolve(func, inner_path, anchor=inner)
-        if resolved is None:
-            return False
-        if resolved in _jaxapi.LIGHT_ARRAY_OPS:
-            arrays += 1
-        elif not (_jaxapi.is_tree_util(resolved) or resolved.startswith("numpy.")):
-            return False
-    return arrays > 0
+    try:
+        parsed = ast.parse(textwrap.dedent(ctx.module.code_for_node(function.with_changes(leading_lines=(), decorators=())))).body[0]
+    except (SyntaxError, ValueError, RecursionError, IndexError):
+        return False
+    if not isinstance(parsed, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    inside = (*scope_path, function)
+
+    def resolve(expr: ast.expr) -> str | None:
+        dotted = _ast_dotted(expr)
+        return None if dotted is None else ctx.resolve(cst.parse_expression(dotted), inside, anchor=function.body)
+
+    return light_body(parsed, resolve)
 
 
-# Builtins that gather or count what they are given (`_project.light_body` reads the same).
-_GATHERING = frozenset({"sum", "map", "len", "zip", "list", "tuple", "abs", "max", "min"})
+def _ast_dotted(expr: ast.expr) -> str | None:
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.insert(0, expr.attr)
+        expr = expr.value
+    return ".".join([expr.id, *parts]) if isinstance(expr, ast.Name) else None
 
 
 def _returns_unwaited(ctx: FileContext, function: cst.FunctionDef, scope_path: tuple[cst.CSTNode, ...]) -> bool:
