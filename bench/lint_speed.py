@@ -24,7 +24,9 @@ folder, lints them cold with a fresh cache (`lint_files(..., jobs=1, cache=...)`
 findings stored as `jaxlint check` stores them), edits one file (`--edit PATH`, relative to the
 directory; default: the module that the most other files import) and lints again with the
 cache read back from disk, in a new Python process with its own string-hash seed as every
-`jaxlint check` is (timed inside it: start-up and imports are not counted), reporting CPU and
+`jaxlint check` is (timed inside it: start-up and imports are not counted; it imports the
+jaxlint this process runs, whatever the working directory holds; do not edit jaxlint's own
+files during a run: the cache is keyed on their sizes and mtimes), reporting CPU and
 wall seconds, the ratio and how many files were linted again. It does so twice: once with a comment appended, once with a new jitted
 top-level name appended (the edit changes what the module exports, so the files importing it,
 directly or through re-exports, are linted again).
@@ -308,10 +310,14 @@ def _cached_run_elsewhere(root: Path, preview: bool) -> tuple[float, float, int]
         "root = Path(sys.argv[2]); files, _ = discover([str(root)], load_settings(None)); "
         "print(json.dumps(lint_speed._cached_run(files, root, sys.argv[3] == '1')))"
     )
-    env = {**os.environ, "PYTHONHASHSEED": str(random.randrange(1, 2**32))}
+    # The same jaxlint as this process, whatever the working directory holds: `-c` puts the
+    # current directory first on the path, and a checkout there (its own `jaxlint/`, other
+    # files and mtimes, so another `_code_stamp`) would miss the whole cache.
+    path = os.pathsep.join(entry for entry in sys.path if entry)
+    env = {**os.environ, "PYTHONHASHSEED": str(random.randrange(1, 2**32)), "PYTHONPATH": path}
     completed = subprocess.run(
         [sys.executable, "-c", script, str(Path(__file__).resolve().parent), str(root), "1" if preview else "0"],
-        capture_output=True, text=True, env=env, check=True,
+        capture_output=True, text=True, env=env, check=True, cwd=root.parent,
     )  # fmt: skip
     cpu, wall, linted = json.loads(completed.stdout.splitlines()[-1])
     return cpu, wall, linted
