@@ -1034,7 +1034,10 @@ class _Summary:
         )
 
     def _copiers(self) -> set[str]:
-        found = {name for name, function in self.functions.items() if copies_on_host(function, self.resolve)}
+        # Only the top-level functions among whose calls (gathered in one pass over the
+        # module, lambdas included) one copies are read again, without their lambdas.
+        candidates = {owner for owner, call in self.calls if owner is not None and _copying_call(call, self.resolve)}
+        found = {name for name in candidates if copies_on_host(self.functions[name], self.resolve)}
         for statement in self.tree.body:
             if isinstance(statement, ast.ClassDef):
                 for item in statement.body:
@@ -1401,14 +1404,17 @@ def copies_on_host(function: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Ca
         node = stack.pop()
         if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
-        if isinstance(node, ast.Call):
-            if isinstance(node.func, ast.Attribute) and node.func.attr in _jaxapi.HOST_METHODS:
-                return True
-            name = resolve(node.func)
-            if name is not None and (_jaxapi.is_host_copy(name) or name in _jaxapi.BLOCKING):
-                return True
+        if isinstance(node, ast.Call) and _copying_call(node, resolve):
+            return True
         stack.extend(ast.iter_child_nodes(node))
     return False
+
+
+def _copying_call(call: ast.Call, resolve: Callable[[ast.expr], str | None]) -> bool:
+    if isinstance(call.func, ast.Attribute) and call.func.attr in _jaxapi.HOST_METHODS:
+        return True
+    name = resolve(call.func)
+    return name is not None and (_jaxapi.is_host_copy(name) or name in _jaxapi.BLOCKING)
 
 
 # Builtins that gather or count what they are given.
