@@ -302,6 +302,15 @@ class Project:
             ):  # fmt: skip
                 members.setdefault(name.rpartition(".")[0], []).append(name)
         answers: dict[str, str] = {}
+        # What each name's answer lists of the functions and methods returning work in flight
+        # or copying to the host: those of that name, or of the class so named.
+        owned: dict[str, dict[str, list[str]]] = {"unwaited": {}, "copiers": {}}
+        for kind, names in (("unwaited", self._unwaited), ("copiers", self._copiers)):
+            for n in sorted(names):
+                owned[kind].setdefault(n, []).append(n)
+                owner = n.rpartition(".")[0]
+                if owner != n:
+                    owned[kind].setdefault(owner, []).append(n)
 
         def answer(name: str) -> str:
             known = answers.get(name)
@@ -312,8 +321,8 @@ class Project:
                 bases = " ".join(sorted(self.ancestors(target))) if target in self._bases else ""
                 linen = "linen" if self._builds_linen(target, 0) else ""
                 methods = self._jitted_methods(target) if target in self._bases or target in self._methods else {}
-                unwaited = sorted(n for n in self._unwaited if n == target or n.rpartition(".")[0] == target)
-                copiers = sorted(n for n in self._copiers if n == target or n.rpartition(".")[0] == target)
+                unwaited = sorted(set(owned["unwaited"].get(target, ())))
+                copiers = sorted(set(owned["copiers"].get(target, ())))
                 known = answers[name] = (
                     f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''} {handed} {bases} {linen}"
                     f" {sorted(methods.items())} {self._holders.get(target, '')} {self._joined_text(target) if target in self._traceables else ''}"
