@@ -768,6 +768,10 @@ def server_command() -> None:
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
 
 
+def _quiet(unraisable: object) -> None:
+    """An unraisable-exception hook that reports nothing."""
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the `jaxlint` console script."""
     try:
@@ -778,6 +782,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise
     except (KeyboardInterrupt, click.exceptions.Abort):
         click.echo("jaxlint: interrupted", err=True)
+        # A process pool stopped mid-run can have its threads write to a pipe already closed
+        # while the interpreter shuts down ("Exception ignored in: <module 'threading'>",
+        # a race in Python 3.11's concurrent.futures): noise after the one line a Ctrl-C gets.
+        sys.unraisablehook = _quiet
         sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as error:
         error.show()
