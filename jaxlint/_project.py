@@ -509,15 +509,7 @@ class Project:
         """Whether the project function `name` (as imported into `module`), or the method
         `Class.method` of a project class so named, starts device work, waits for none of it
         and returns its results (`ModuleFacts.unwaited`)."""
-        if not self._unwaited:
-            return False
-        if name in self._unwaited:
-            return True
-        owner, dot, last = name.rpartition(".")
-        target = self.canonical(self._absolute(name, module))
-        if target in self._unwaited:
-            return True
-        return bool(dot) and f"{self.canonical(self._absolute(owner, module))}.{last}" in self._unwaited
+        return self._names_function_or_method(self._unwaited, name, module)
 
     def light(self, name: str, module: str | None = None) -> bool:
         """Whether the project function `name` (as imported into `module`) does only light
@@ -528,14 +520,19 @@ class Project:
         """Whether the project function `name` (as imported into `module`), or the method
         `Class.method` of a project class so named, copies arrays to the host or blocks on them
         (`ModuleFacts.copiers`)."""
-        if not self._copiers:
+        return self._names_function_or_method(self._copiers, name, module)
+
+    def _names_function_or_method(self, names: set[str], name: str, module: str | None) -> bool:
+        """Whether `names` (absolute) holds the project function `name` as imported into
+        `module`, or the method `Class.method` of the project class its owner names."""
+        if not names:
             return False
-        if name in self._copiers:
+        if name in names:
             return True
         owner, dot, last = name.rpartition(".")
-        if self.canonical(self._absolute(name, module)) in self._copiers:
+        if self.canonical(self._absolute(name, module)) in names:
             return True
-        return bool(dot) and f"{self.canonical(self._absolute(owner, module))}.{last}" in self._copiers
+        return bool(dot) and f"{self.canonical(self._absolute(owner, module))}.{last}" in names
 
     def passed_ragged(self, function: str, index: int) -> bool:
         """Whether every call of the project function `function` (absolute) from other modules
@@ -929,16 +926,14 @@ class _Summary:
         self.assignments = [s for s in tree.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)]
 
     def resolve(self, expr: ast.expr) -> str | None:
-        parts: list[str] = []
-        while isinstance(expr, ast.Attribute):
-            parts.insert(0, expr.attr)
-            expr = expr.value
-        if not isinstance(expr, ast.Name):
+        dotted = ast_dotted_name(expr)
+        if dotted is None:
             return None
-        head = self.imports.get(expr.id)
+        first, dot, rest = dotted.partition(".")
+        head = self.imports.get(first)
         if head is None:
             return None
-        return ".".join([head, *parts])
+        return f"{head}{dot}{rest}"
 
     def _wrapper(self, expr: ast.expr) -> str | None:
         """The tracing API `expr` is (`jax.jit`, `partial(jax.jit, ...)`, `jax.jit(...)` used
@@ -1376,6 +1371,15 @@ def _unparsed_facts(module: str, anchor: str, text: str) -> dict[str, Any]:
         "traceable": tuple(sorted(summary._traceable())) if arrays else (),
         "copiers": tuple(sorted(summary._copiers())) if copies else (),
     }
+
+
+def ast_dotted_name(expr: ast.expr) -> str | None:
+    """`a.b.c` for an `ast` name or attribute chain, None for anything else."""
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.insert(0, expr.attr)
+        expr = expr.value
+    return ".".join([expr.id, *parts]) if isinstance(expr, ast.Name) else None
 
 
 def light_body(function: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Callable[[ast.expr], str | None]) -> bool:

@@ -27,7 +27,7 @@ import libcst as cst
 
 from . import _jaxapi
 from ._nodes import spelled_numbers
-from ._project import light_body
+from ._project import ast_dotted_name, light_body
 from ._scope import dotted_name
 from ._walk import iter_children
 
@@ -278,10 +278,8 @@ class DeviceFlow:
         project = self.ctx.project
         if project is None:
             return False
-        names = set(self.ctx.device.makers(func.value, path) or ())
-        if len(names) != 1 or None in names:
-            return False
-        return project.copies(f"{names.pop()}.{func.attr.value}", self.ctx.module_name)
+        method = _made_method(self.ctx, func, path)
+        return method is not None and project.copies(method, self.ctx.module_name)
 
     def _copies_in(self, function: cst.FunctionDef, scope_path: Sequence[cst.CSTNode]) -> bool:
         for node, node_path, in_lambda in _calls(function.body, (*scope_path, function)):
@@ -395,11 +393,17 @@ def project_unwaited(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNod
     func = call.func
     if not isinstance(func, cst.Attribute):
         return None
+    method = _made_method(ctx, func, path)
+    return method if method is not None and project.returns_unwaited(method, ctx.module_name) else None
+
+
+def _made_method(ctx: FileContext, func: cst.Attribute, path: Sequence[cst.CSTNode]) -> str | None:
+    """`Class.method` for `obj.method` where every binding of `obj` calls the one class
+    `Class` (`ema = EMA(...)`, then `ema.update`), as the calls name it; None otherwise."""
     names = set(ctx.device.makers(func.value, path) or ())
     if len(names) != 1 or None in names:
         return None
-    method = f"{names.pop()}.{func.attr.value}"
-    return method if project.returns_unwaited(method, ctx.module_name) else None
+    return f"{names.pop()}.{func.attr.value}"
 
 
 def light_call(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode]) -> bool:
@@ -426,18 +430,10 @@ def light_call(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode]) ->
     inside = (*scope_path, function)
 
     def resolve(expr: ast.expr) -> str | None:
-        dotted = _ast_dotted(expr)
+        dotted = ast_dotted_name(expr)
         return None if dotted is None else ctx.resolve(cst.parse_expression(dotted), inside, anchor=function.body)
 
     return light_body(parsed, resolve)
-
-
-def _ast_dotted(expr: ast.expr) -> str | None:
-    parts: list[str] = []
-    while isinstance(expr, ast.Attribute):
-        parts.insert(0, expr.attr)
-        expr = expr.value
-    return ".".join([expr.id, *parts]) if isinstance(expr, ast.Name) else None
 
 
 def _returns_unwaited(ctx: FileContext, function: cst.FunctionDef, scope_path: tuple[cst.CSTNode, ...]) -> bool:
