@@ -1,6 +1,6 @@
 """Precision and recall of every rule on the labelled corpus, per split, with 95% intervals.
 
-    python ecosystem/score.py [--split dev|test] [--rev REV] [--preview] [--alone] [--fixes] [-v] [-j N]
+    python ecosystem/score.py [--split dev|test] [--batch N] [--rev REV] [--preview] [--alone] [--fixes] [-v] [-j N]
     python ecosystem/score.py --diff REV_A REV_B
     python ecosystem/score.py --min-precision 0.9 --min-recall 0.6 --min-recall JL007=0.5
 
@@ -8,7 +8,9 @@ Lints the exported corpus (`export.py` first) with this checkout, or `--rev REV`
 matches its findings to `labels.tsv` (see README.md for how sites match); `--preview` lints with
 jaxlint's `--preview`, to measure what is in preview before it becomes the default; `--alone`
 lints each file knowing only itself, to measure what the project analysis (what other modules
-define) adds: `--diff REV REV --alone-a` lists what it adds and removes. `-v` lists,
+define) adds: `--diff REV REV --alone-a` lists what it adds and removes. `--batch N` keeps only
+the repositories of batch N (repeatable): the freshest batches are the code the rules were
+tuned least on. `-v` lists,
 for the dev split only, the findings nobody has judged and the true positives the rules miss:
 the test split is counted, never read case by case. The last column counts the true positives
 found whose fix `jaxlint fix` applies (safe, or unsafe with `--unsafe-fixes`); `--fixes` lints
@@ -241,6 +243,11 @@ def diff(args: argparse.Namespace, repos_by_split: dict[str, list]) -> int:
     return 1 if errors else 0
 
 
+def repos_of(corpus, split: str, batches: list[int]) -> list:  # type: ignore[no-untyped-def]
+    """The repositories of `split`, only those of `batches` when any are named."""
+    return [repo for repo in corpus.split(split) if not batches or repo.batch in batches]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=SPLITS, action="append", help="default: both")
@@ -262,12 +269,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-precision", action="append", default=[], metavar="[CODE=]X")
     parser.add_argument("--min-recall", action="append", default=[], metavar="[CODE=]X")
     parser.add_argument("--threshold-split", choices=SPLITS, default="test")
+    parser.add_argument("--batch", action="append", type=int, default=[], metavar="N",
+                        help="only the repositories of batch N (repeat for several): a figure on the freshest code")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args(argv)
 
     corpus = load_corpus()
     splits = args.split or list(SPLITS)
-    repos_by_split = {split: corpus.split(split) for split in splits}
+    repos_by_split = {split: repos_of(corpus, split, args.batch) for split in splits}
     if args.diff:
         return diff(args, repos_by_split)
     try:
@@ -286,9 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for split in splits:
             run = lint_corpus(linter, repos_by_split[split], args.jobs, progress=False)
-            scores = score(run.findings, [l for l in labels if split_of[l.repo] == split])
+            names = {repo.name for repo in repos_by_split[split]}
+            scores = score(run.findings, [l for l in labels if l.repo in names])
             print(table(split, scores))
-            print(f"labelled rows: {sum(1 for l in labels if split_of[l.repo] == split)}; "
+            print(f"labelled rows: {sum(1 for l in labels if l.repo in names)}; "
                   f"repositories: {len(repos_by_split[split])}; internal errors: {len(run.errors)}")
             print()
             for error in run.errors:

@@ -133,6 +133,18 @@ def test_thresholds_fail_a_rule_below_them():
     assert score.check_thresholds(scores, args) == []
 
 
+def test_batch_keeps_only_the_named_batches_of_a_split():
+    """`score.py --batch 22` scores the freshest code alone: only that batch's repositories of
+    each split, each split's own; no batch named keeps them all."""
+    corpus = load_corpus()
+    for split in ("dev", "test"):
+        fresh = score.repos_of(corpus, split, [22])
+        assert fresh and {r.batch for r in fresh} == {22} and {r.split for r in fresh} == {split}
+        assert score.repos_of(corpus, split, []) == corpus.split(split)
+    both = score.repos_of(corpus, "dev", [21, 22])
+    assert {r.batch for r in both} == {21, 22}
+
+
 def test_preview_is_passed_to_the_lint(monkeypatch, tmp_path: Path):
     """`score.py --preview` measures what is in preview: the lint runs with `--preview`, and
     only then."""
