@@ -418,10 +418,13 @@ class CallGraph:
             return Mode.TRACED
         if Mode.EAGER in site_modes or Mode.EAGER in escapes:
             return Mode.EAGER
-        if escapes or site_modes:
-            return Mode.UNKNOWN
-        if self.traced_elsewhere(function):
+        if Mode.TRACED in site_modes:
+            return Mode.UNKNOWN  # traced from one caller, from others nothing says how
+        if not (escapes or site_modes) and self.traced_elsewhere(function):
             return Mode.TRACED  # other modules call it only from jitted or transformed code
+        # Callers whose own mode is unknown (`run(config)` calling `run_single_host(config)`,
+        # itself called from another module), or none: the body's own host-side driver code
+        # is the evidence, as it is for a method.
         if name == "main" or self.drives(function):
             return Mode.EAGER
         return Mode.UNKNOWN

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ._context import FileContext
 
 
-__all__ = ["Value", "classify", "declared_by_callee", "is_large", "is_module_class", "subclasses_module"]
+__all__ = ["Value", "classify", "declared_by_callee", "is_large", "is_module_class", "linen_builder", "subclasses_module"]
 
 _MAX_DEPTH = 4
 
@@ -284,8 +284,42 @@ def _classify_annotation(ctx: FileContext, annotation: cst.BaseExpression, path:
     return Value.UNKNOWN
 
 
+_LINEN_MODULE = ("flax.linen.Module", "flax.linen.module.Module")
+
+
+def linen_builder(ctx: FileContext, name: cst.Name, path: Sequence[cst.CSTNode]) -> str | None:
+    """What builds the Flax Linen module `name` holds: the callee (as written) of the call
+    every binding of `name` assigns, when that callee is a class subclassing
+    `flax.linen.Module` (of this file, or of the project) or a project function every
+    `return` of which builds one (`model = create_model(config)`); None otherwise. A Linen
+    module's `.apply(variables, x)` runs its whole forward."""
+    bindings = ctx.bindings.of(name.value, [*path, name])
+    if not bindings:
+        return None
+    builders = set()
+    for binding in bindings:
+        value = binding.value
+        if binding.kind is not Kind.ASSIGN or not isinstance(value, cst.Call):
+            return None
+        at = [*binding.path, binding.node]
+        resolved = ctx.resolve(value.func, at, anchor=value)
+        if resolved is not None:
+            if not (ctx.project is not None and ctx.project.builds_linen(resolved, ctx.module_name)):
+                return None
+        elif not (isinstance(value.func, cst.Name) and is_module_class(ctx, value.func, [*at, value], 0, roots=_LINEN_MODULE)):
+            return None
+        builders.add(dotted_name(value.func) or "")
+    return builders.pop() if len(builders) == 1 else None
+
+
 def is_module_class(
-    ctx: FileContext, name: cst.Name, path: Sequence[cst.CSTNode], depth: int, *, root: str = "equinox.Module"
+    ctx: FileContext,
+    name: cst.Name,
+    path: Sequence[cst.CSTNode],
+    depth: int,
+    *,
+    root: str = "equinox.Module",
+    roots: Collection[str] = (),
 ) -> bool:
     """Whether `name` is a class of this file that subclasses `eqx.Module` (or `root`:
     `flax.nnx.Module`), directly, through other classes of the file, or through a Module class
@@ -298,7 +332,7 @@ def is_module_class(
         return False
     node = bindings[0].node
     assert isinstance(node, cst.ClassDef)
-    return subclasses_module(ctx, node, bindings[0].path, (root,), depth)
+    return subclasses_module(ctx, node, bindings[0].path, tuple(roots) or (root,), depth)
 
 
 def subclasses_module(

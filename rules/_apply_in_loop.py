@@ -22,6 +22,7 @@ from jaxlint._frequency import loop_evidence
 from jaxlint._context import FileContext, Loop
 from jaxlint._jittability import OPTION_NAME
 from jaxlint._nodes import loop_header
+from jaxlint._pytrees import linen_builder
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, unused_name
 
 from ._shapes import growth
@@ -68,14 +69,17 @@ def apply_finding(ctx: FileContext, found: ApplyCall, taken: set[str]) -> ApplyF
         return _module_finding(ctx, found)
     imports = [t or "" for t in ctx._module_scope.imports.values()]  # noqa: SLF001
     heads = {t.split(".", 1)[0] for t in imports}
-    if not heads & {"flax", "haiku"} and not (
+    func = found.call.func
+    assert isinstance(func, cst.Attribute)
+    built_by = linen_builder(ctx, func.value, found.ancestors) if isinstance(func.value, cst.Name) else None
+    if not heads & {"flax", "haiku"} and built_by is None and not (
         "jax" in heads and looks_like_variables(found.call) and not _decorated_def(ctx, found)
     ):
         # A model imported from the project (`from model import NN`) is applied to its
-        # variables (`net.apply(params, x)`, `apply({"params": p}, x)`), not `df.apply(f)`.
+        # variables (`net.apply(params, x)`, `apply({"params": p}, x)`), not `df.apply(f)`;
+        # so is a Linen module a project function builds, whatever the file imports (its
+        # imports may all be inside functions).
         return None
-    func = found.call.func
-    assert isinstance(func, cst.Attribute)
     if ctx.resolve(func.value, found.ancestors, anchor=found.call) is not None:
         return None  # `nn.apply(...)`, `hk.experimental...`: a library function, not a model
     path = [*found.ancestors, found.call]
@@ -93,7 +97,10 @@ def apply_finding(ctx: FileContext, found: ApplyCall, taken: set[str]) -> ApplyF
         f"by one from Python, on every iteration of {loop_text}; jit-compile it once before the "
         f"loop (`jax.jit({receiver}.apply)`)"
     )
-    return ApplyFinding(message, _fix(ctx, found, receiver, root, taken), [loop_evidence(ctx, many[-1], path)])
+    evidence = [loop_evidence(ctx, many[-1], path)]
+    if built_by and not heads & {"flax", "haiku"}:
+        evidence.append(f"`{receiver}` is a Flax Linen module built by `{built_by}(...)`")
+    return ApplyFinding(message, _fix(ctx, found, receiver, root, taken), evidence)
 
 
 def _hot_loops(ctx: FileContext, found: ApplyCall) -> list[Loop]:
