@@ -16,7 +16,10 @@ Part 2, per-item host copies vs `to_host` (JL005), `--items` arrays of 128x768 f
 - extraction loop: `--items` calls of a jitted layer (a 768x768 matmul, or elementwise), each
   result copied inside the loop (`np.array`, `np.asarray`), against collecting the results
   and one `to_host` after the loop (`copy=True` gives what `np.array` gives: writable copies;
-  the default gives what `np.asarray` gives: read-only views where the platform allows).
+  the default gives what `np.asarray` gives: read-only views where the platform allows);
+- logging loop: `--items` chained jitted steps (a 768x768 matmul), each step's loss
+  formatted into a log line with `float(loss)` in the loop, against the same line handed to
+  `one_step_late` (it runs after the next step is dispatched; `flush` after the loop).
 
 Part 3, decode compiles (JL008): 24 greedy steps of a jitted toy decoder (embedding, masked
 mean over the context, projection) from a 5-token prompt, with the input growing by
@@ -45,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from _common import speedup_rows
-from jaxlint.runtime import bucket, count_compiles, pad_to, padded_batches, to_host
+from jaxlint.runtime import bucket, count_compiles, one_step_late, pad_to, padded_batches, to_host
 
 
 ROWS, FEATURES, HIDDEN, BATCH = 327, 256, 512, 32
@@ -207,7 +210,38 @@ def part2(rounds: int, items: int) -> list[str]:
             "collect, to_host() after": lambda after_loop=after_loop: after_loop(False),
         }
         rows += speedup_rows(f"extraction loop, {items} calls, {label}", interleave(loop, rounds))
+
+    # A training-like loop whose every step's loss is formatted into a log line: the line
+    # waits for its step before the next is dispatched, or, handed to `one_step_late`, after.
+    x0 = xs[0]
+
+    def log_each_step() -> list[str]:
+        lines, x = [], x0
+        for i in range(items):
+            x, loss = chained(x, w)
+            lines.append(f"step {i}: {float(loss):.6f}")
+        return lines
+
+    def log_one_step_late() -> list[str]:
+        lines, x = [], x0
+        later = one_step_late()
+        for i in range(items):
+            x, loss = chained(x, w)
+            later(lambda i=i, loss=loss: lines.append(f"step {i}: {float(loss):.6f}"))
+        later.flush()
+        return lines
+
+    if log_each_step() != log_one_step_late():
+        sys.exit("error: one_step_late changed the logged lines")
+    logged = {"float(loss) logged each step": log_each_step, "one_step_late": log_one_step_late}
+    rows += speedup_rows(f"logging loop, {items} matmul steps", interleave(logged, rounds))
     return rows
+
+
+@jax.jit
+def chained(x, w):
+    y = jnp.tanh(x @ w)
+    return y, jnp.mean(y)
 
 
 # -- part 3: decode compiles ------------------------------------------------------------------------

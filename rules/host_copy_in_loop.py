@@ -129,7 +129,24 @@ in device memory until the loop ends, which can exhaust an accelerator's memory 
 results are large (stream them with `jaxlint.runtime.prefetch_to_host` instead); while the
 loop runs, the list holds device arrays; and an exception in the loop leaves the collected
 values unconverted. There is no fix when the loop can `return`, `yield`, or donate the
-buffers it collects, or for `print`, f-strings, `str()` and `repr()`.
+buffers it collects.
+
+A copy made only to be shown or logged, in a statement of the loop's own body that calls
+`print`, a logger (`log.info(...)`, `logging.*`, `absl.logging.*`), a summary writer
+(`writer.add_scalar(...)`, `write_scalars`), `wandb.*`, `mlflow.*` or a progress bar's
+`set_postfix`/`set_description`, is fixed by running that statement one iteration late:
+`later = jaxlint.runtime.one_step_late()` before the loop, the statement handed to it as
+`later(lambda loss=loss, step=step: writer.add_scalar("loss", loss.item(), step))` (the
+names the loop rebinds are bound where the call is made), and `later.flush()` after the
+loop for the last iteration. Step `i`'s line then waits for step `i` after step `i + 1` has
+been dispatched, so the device is never idle for it. It is **unsafe**: each line appears
+one iteration later than before, after whatever the next iteration prints first; a value
+the loop changes in place (a dict of metrics updated item by item, an attribute such as
+`self.step`) is read when the line runs, not when it was handed over; and a loop left by
+an exception that nothing catches logs its last line only when `flush` runs (put the loop
+in `with jaxlint.runtime.one_step_late() as later:` to flush on the way out). There is no
+such fix under an `if`, in a loop that can `return` or `yield` (the flush after it might not
+run), or for any other call (`out.write(...)` to a file the loop also writes to elsewhere).
 
 A running sum is fixed too: `total += float(loss)` (or `total += loss.item()` where `total`
 starts as a float literal such as `0.0`), `total` set to a number before the loop and read
@@ -148,7 +165,9 @@ finding is still reported. The running-sum fix needs no helper and stays.
 
 `jaxlint.runtime.to_host(tree, copy=False)` starts every copy, then waits once;
 `jaxlint.runtime.prefetch_to_host(iterable, size=2)` streams results to the host with
-copies started ahead, for loops that must hand each result on as they go.
+copies started ahead, for loops that must hand each result on as they go;
+`jaxlint.runtime.one_step_late()` runs each logging call handed to it one iteration later,
+each line of the loop keeping its own (`flush()` runs the last ones).
 
 ## References
 
@@ -157,6 +176,8 @@ copies started ahead, for loops that must hand each result on as they go.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -177,10 +198,10 @@ from jaxlint._host_needs import (
 )
 from jaxlint._nodes import comp_fors, free_names, iter_subtree, reads_name
 from jaxlint._scope import target_names
-from jaxlint._walk import path_below, walk_with_paths
+from jaxlint._walk import iter_children, path_below, walk_with_paths
 
 from ._shapes import counters, loop_path as _loop_path
-from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule
+from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule, unused_name
 
 
 __all__ = ["HostCopyInLoop"]
@@ -238,7 +259,12 @@ class HostCopyInLoop(Rule):
         loop = self._repeating_loop(node, node.expression, display=True)
         if loop is not None:
             text = self.ctx.module.code_for_node(node.expression)
-            self.report(node, f"formatting `{_short(text)}` in an f-string {_DISPLAY_ADVICE}", evidence=self._why(node, loop))
+            self.report(
+                node,
+                f"formatting `{_short(text)}` in an f-string {_DISPLAY_ADVICE}",
+                fix=self._later_fix(node, loop),
+                evidence=self._why(node, loop),
+            )
 
     # -- when it is a finding -----------------------------------------------------------------
 
@@ -258,6 +284,8 @@ class HostCopyInLoop(Rule):
             return None
         if off_by_default(ctx, path):
             return None  # `if verbose:` with `verbose=False`: runs only when somebody asks
+        if _handed_late(ctx, path):
+            return None  # runs one iteration late, after the next step is dispatched
         # Innermost loop first: a guard (`if step % 100 == 0:`) excuses the copy for the loops
         # around it (`_excused`), not for a loop under it (an eval loop run when it fires).
         for loop in reversed(loops):
@@ -504,7 +532,7 @@ class HostCopyInLoop(Rule):
         else:
             spelled = f"{copy.kind.removesuffix('()')}({text})"
         if copy.kind in _DISPLAY:
-            self.report(node, f"`{spelled}` {_DISPLAY_ADVICE}", evidence=self._why(node, loop))
+            self.report(node, f"`{spelled}` {_DISPLAY_ADVICE}", fix=self._later_fix(node, loop), evidence=self._why(node, loop))
             return
         where = "of the comprehension" if isinstance(loop, _COMPREHENSIONS) else "of the loop"
         if copy.implicit:
@@ -529,7 +557,7 @@ class HostCopyInLoop(Rule):
             node,
             f"`{spelled}` waits for the device and copies to the host on every iteration {where}, "
             f"while the loop also dispatches device work; {advice}",
-            fix=self._fix(node, copy, loop) if copy.kind in _AFTER and sliced is None else None,
+            fix=(self._fix(node, copy, loop) if copy.kind in _AFTER and sliced is None else None) or self._later_fix(node, loop),
             evidence=self._why(node, loop),
         )
 
@@ -554,8 +582,77 @@ class HostCopyInLoop(Rule):
             f"`{_short(self.ctx.module.code_for_node(node))}`: the NumPy function `{copy.kind}` copies the device "
             f"array `{_short(self.ctx.module.code_for_node(value))}` to the host, which waits for the device on "
             f"every iteration {where}, while the loop also dispatches device work; {advice}",
+            fix=self._later_fix(node, loop),
             evidence=self._why(node, loop),
         )
+
+    def _later_fix(self, node: cst.CSTNode, loop: Loop) -> Fix | None:
+        """A copy made only to be logged (`print(f"{loss:.4f}")`, `writer.add_scalar("loss",
+        loss.item(), step)`, a statement of the loop's own body): the logging call is handed
+        to a `jaxlint.runtime.one_step_late` made before the loop, as a lambda binding the
+        loop's names it reads, and `.flush()` after the loop runs the last one."""
+        ctx = self.ctx
+        if not isinstance(loop, (cst.For, cst.While)) or (isinstance(loop, cst.For) and loop.asynchronous is not None):
+            return None
+        path = ctx.path_to(node)
+        start = _index(path, loop)
+        # [..., loop, its body block, the statement line, its expression, the logging call, ...]
+        if len(path) < start + 5 or path[start + 1] is not loop.body:
+            return None
+        line, expr, call = path[start + 2], path[start + 3], path[start + 4]
+        if not (
+            isinstance(line, cst.SimpleStatementLine)
+            and len(line.body) == 1
+            and isinstance(expr, cst.Expr)
+            and expr.value is call
+            and isinstance(call, cst.Call)
+            and self._logs(call, path[: start + 4])
+        ):
+            return None
+        if any(isinstance(n, (cst.NamedExpr, cst.Await, cst.Yield)) for n in iter_subtree(call)):
+            return None
+        if any(isinstance(n, (cst.Return, cst.Yield, cst.Await)) for n in _own_statements(loop)):
+            return None  # the loop may end without reaching the flush after it
+        block = path[start - 1] if start >= 1 else None
+        statements = list(getattr(block, "body", ()))
+        index = next((i for i, n in enumerate(statements) if n is loop), None)
+        if index is None:
+            return None
+        late = _made_late(ctx, statements, index, path[:start])
+        rebound = ctx.loop_bindings(loop)
+        names = [n for n in _names_in_order(call) if n in rebound]
+        defaults = ", ".join(f"{n}={n}" for n in names)
+        name = late or unused_name(ctx.source, "later")
+        wrapped = cst.parse_expression(
+            f"{name}(lambda {defaults}: {ctx.module.code_for_node(call)})" if defaults
+            else f"{name}(lambda: {ctx.module.code_for_node(call)})"
+        )
+        edits = [Edit(expr, replacement=expr.with_changes(value=wrapped))]
+        if late is None:
+            edits.append(
+                Edit(
+                    loop,
+                    before=(cst.parse_statement(f"{name} = one_step_late()\n"),),
+                    after=(cst.parse_statement(f"{name}.flush()\n"),),
+                )
+            )
+        return Fix(
+            Applicability.UNSAFE,
+            tuple(edits),
+            f"Log one iteration late with `one_step_late`, after the next step is dispatched",
+            imports=(ImportSpec("jaxlint.runtime", "one_step_late"),),
+        )
+
+    def _logs(self, call: cst.Call, path: list[cst.CSTNode]) -> bool:
+        """`print(...)`, a logger's or a summary writer's method, `wandb.log`, a progress
+        bar's `set_postfix`: a call whose only effect is output."""
+        func = call.func
+        resolved = self.ctx.resolve(func, path, anchor=call)
+        if resolved is not None:
+            return resolved.startswith(_LOGGING_MODULES) or resolved == "print"
+        if isinstance(func, cst.Name):
+            return func.value == "print" and self.ctx.is_builtin("print", path, anchor=call)
+        return isinstance(func, cst.Attribute) and func.attr.value in _LOGGING_METHODS
 
     def _fix(self, node: cst.Call, copy: HostCopy, loop: Loop) -> Fix | None:
         if not _plain_copy(node, copy):
@@ -655,6 +752,87 @@ class HostCopyInLoop(Rule):
             f"{total} = float({total})\n",
             f"Sum on the device in `{total}` and convert it to a Python float once after the loop",
         )
+
+
+# Output calls a logging fix may run one iteration late (resolved, or a method of a logger,
+# summary writer or progress bar).
+_LOGGING_MODULES = ("logging.", "absl.logging.", "wandb.", "tqdm.", "mlflow.")
+_LOGGING_METHODS = frozenset(
+    {
+        "info", "debug", "warning", "add_scalar", "add_scalars", "add_histogram", "add_text",
+        "write_scalars", "write_summaries", "log_metrics", "log_metric", "log_dict",
+        "set_postfix", "set_postfix_str", "set_description",
+    }
+)  # fmt: skip
+
+
+def _own_statements(loop: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node of `loop` outside the functions, lambdas and classes it defines."""
+    stack: list[cst.CSTNode] = list(iter_children(loop))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            stack.extend(iter_children(node))
+
+
+def _names_in_order(node: cst.CSTNode) -> list[str]:
+    """The names `node` reads (`free_names`), in order of first appearance."""
+    wanted = free_names(node)
+    seen: list[str] = []
+    for inner in iter_subtree(node):
+        if isinstance(inner, cst.Name) and inner.value in wanted and inner.value not in seen:
+            seen.append(inner.value)
+    return seen
+
+
+def _made_late(ctx, statements: list[cst.CSTNode], index: int, path: list[cst.CSTNode]) -> str | None:  # type: ignore[no-untyped-def]
+    """`later` when the loop at `statements[index]` stands between `later =
+    one_step_late()` and `later.flush()` (an earlier fix of the same loop made them)."""
+    if index == 0 or index + 1 >= len(statements):
+        return None
+    before, after = statements[index - 1], statements[index + 1]
+    if not (isinstance(before, cst.SimpleStatementLine) and isinstance(after, cst.SimpleStatementLine)):
+        return None
+    assign, flush = before.body[0], after.body[0]
+    if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name)):
+        return None
+    name = assign.targets[0].target.value
+    made = assign.value
+    if not (isinstance(made, cst.Call) and ctx.resolve(made.func, [*path, before, assign], anchor=made) in _LATE_MAKERS):
+        return None
+    if not (
+        isinstance(flush, cst.Expr)
+        and isinstance(flush.value, cst.Call)
+        and isinstance(flush.value.func, cst.Attribute)
+        and flush.value.func.attr.value == "flush"
+        and isinstance(flush.value.func.value, cst.Name)
+        and flush.value.func.value.value == name
+    ):
+        return None
+    return name
+
+
+_LATE_MAKERS = frozenset({"jaxlint.runtime.one_step_late", "jaxlint.runtime.OneStepLate"})
+
+
+def _handed_late(ctx, path: list[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the node at the end of `path` is in a lambda handed to a `one_step_late`
+    object (`later(lambda loss=loss: print(loss))`): it runs when the loop comes round again,
+    after the next step has been dispatched."""
+    for index in range(len(path) - 1, 2, -1):
+        if not (isinstance(path[index], cst.Lambda) and isinstance(path[index - 1], cst.Arg)):
+            continue
+        call = path[index - 2]
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)):
+            continue
+        bindings = ctx.bindings.of(call.func.value, path[: index - 1])
+        if bindings and all(
+            isinstance(b.value, cst.Call) and ctx.resolve(b.value.func, [*b.path, b.node], anchor=b.value) in _LATE_MAKERS
+            for b in bindings
+        ):
+            return True
+    return False
 
 
 def _keep_on_device(

@@ -26,6 +26,7 @@ from ._host_sync import (
     count_host_syncs as count_host_syncs,
     no_host_sync as no_host_sync,
 )
+from ._later import OneStepLate as OneStepLate, one_step_late as one_step_late
 from ._profile import RunProfile as RunProfile, profile as profile
 from ._run_report import RunFinding as RunFinding, RunReport as RunReport
 from ._sharding import make_mesh as make_mesh, shard_module as shard_module
@@ -62,6 +63,8 @@ __all__: list[str] = [
     "HostSyncError",
     "count_host_syncs",
     "no_host_sync",
+    "OneStepLate",
+    "one_step_late",
     "RunFinding",
     "RunProfile",
     "RunReport",
