@@ -1,6 +1,6 @@
 """Data loops before and after the fixes of JL004, JL005 and JL008 (seeds 001 and 003).
 
-    python bench/data_loops.py [--rounds 9] [--items 128]
+    python bench/data_loops.py [--rounds 9] [--items 128] [--parts 1,2,3]
 
 Part 1, ragged batches vs `padded_batches` (JL004): a jitted MLP loss over 327 rows in
 batches of 32 (10 full batches and one of 7). Each trial starts cold (`jax.clear_caches()`
@@ -343,16 +343,21 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--items", type=int, default=128)
+    parser.add_argument("--parts", default="1,2,3", help="which parts to run, comma-separated")
     args = parser.parse_args(argv)
+    parts = {int(p) for p in args.parts.split(",")}
     versions = ", ".join(f"{p} {importlib.metadata.version(p)}" for p in ("jax", "jaxlib"))
     print(f"python {platform.python_version()}, {versions}, {jax.device_count()} {jax.default_backend()} "
           f"device(s) ({jax.devices()[0].device_kind}), {args.rounds} interleaved rounds\n")
-    print("Part 1: compiles per epoch, ragged vs padded batches (JL004)\n")
-    print("\n".join(part1(max(3, args.rounds // 2))))
-    print("\nPart 2: per-item np.array vs to_host (JL005)\n")
-    print("\n".join(part2(args.rounds, args.items)))
-    print("\nPart 3: decode compiles, growing vs fixed buffer vs buckets (JL008)\n")
-    print("\n".join(part3(max(3, args.rounds // 3))))
+    if 1 in parts:
+        print("Part 1: compiles per epoch, ragged vs padded batches (JL004)\n")
+        print("\n".join(part1(max(3, args.rounds // 2))))
+    if 2 in parts:
+        print("\nPart 2: per-item np.array vs to_host, logging each step vs one_step_late (JL005)\n")
+        print("\n".join(part2(args.rounds, args.items)))
+    if 3 in parts:
+        print("\nPart 3: decode compiles, growing vs fixed buffer vs buckets (JL008)\n")
+        print("\n".join(part3(max(3, args.rounds // 3))))
 
 
 if __name__ == "__main__":
