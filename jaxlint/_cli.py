@@ -23,6 +23,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from ._config import ConfigError, Settings, find_config, has_table, load_settings
+from . import _discovery
 from ._discovery import SourceFile, discover, is_excluded, project_files, real_path, stdin_source
 from ._engine import SYNTAX_ERROR_CODE, Finding
 from ._registry import SelectionError, all_rules, expand, get_rule
@@ -295,14 +296,22 @@ class _Run:
     def context(self, group: _Group) -> list[SourceFile]:
         """The rest of the project when the run lints part of it (standard input's named
         file, or the files a pre-commit hook passes): its other modules are summarized, not
-        linted, so that a file's findings are the same however it is named."""
+        linted, so that a file's findings are the same however it is named (`project_files`:
+        the marked root above the file; none, with a warning, past `MAX_CONTEXT_FILES`)."""
         if not group.files or (self.stdin is not None and self.stdin[0] == "-"):
             return []
         root = real_path(group.settings.root)
         if self.stdin is None and any(real_path(p) in (root, *root.parents) for p in self.paths):
             return []  # the run discovers the whole project itself
         named = {real_path(f.path) for f in group.files}
-        return [f for f in project_files(str(group.files[0].path), group.settings) if real_path(f.path) not in named]
+        around = project_files(str(group.files[0].path), group.settings)
+        if around is None:
+            _warn(
+                f"more than {_discovery.MAX_CONTEXT_FILES} Python files around {group.files[0].display}: linted without the "
+                "rest of its project (a pyproject.toml with a [tool.jaxlint] table marks the project's root)"
+            )
+            return []
+        return [f for f in around if real_path(f.path) not in named]
 
     def inputs(self) -> tuple[list[_Group], list[str]]:
         """The files to lint, grouped by configuration, and one error line per bad path."""

@@ -83,12 +83,13 @@ def _missing(path: Path) -> str:
 
 
 def discover(
-    arguments: Iterable[str], settings: Settings, *, force_exclude: bool = False
+    arguments: Iterable[str], settings: Settings, *, force_exclude: bool = False, limit: int | None = None
 ) -> tuple[list[SourceFile], list[str]]:
     """The files under `arguments`, and one error line per argument that does not exist.
 
     Paths named explicitly are linted even when excluded, unless `force_exclude` (what a
-    pre-commit hook wants: it names every staged file).
+    pre-commit hook wants: it names every staged file). With `limit`, the walk stops once it
+    has found more than `limit` files.
     """
     files: dict[Path, SourceFile] = {}
     errors: list[str] = []
@@ -113,6 +114,8 @@ def discover(
             os.fspath(path): IgnoreRules.above(path) if settings.respect_gitignore else None
         }
         for directory, subdirectories, names in os.walk(path, followlinks=True):
+            if limit is not None and len(files) > limit:
+                break
             base = Path(directory)
             ignore = ignores.pop(directory, None)
             kept = []
@@ -154,15 +157,28 @@ def stdin_source(
     return [SourceFile(name, path, content=content)]
 
 
-def project_files(name: str, settings: Settings) -> list[SourceFile]:
+# A folder holding one of these is the root of the project a named file belongs to.
+PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git", ".hg")
+# More files than this around a named file are no one project (a home folder, /tmp): the file
+# is linted knowing only the files named with it.
+MAX_CONTEXT_FILES = 5000
+
+
+def project_files(name: str, settings: Settings) -> list[SourceFile] | None:
     """The files of the project that the file `name` (standard input's, or one named on the
-    command line) belongs to: what `jaxlint check` discovers from its project root (the folder
-    of its configuration, or the working directory), with the same excludes. Nothing when
-    `name` lies outside that root."""
+    command line) belongs to: what `jaxlint check` discovers from its project root, with the
+    same excludes. The root is the folder of its configuration; without one, the nearest
+    folder above `name` that holds a `pyproject.toml`, `setup.py`, `setup.cfg`, `.git` or
+    `.hg`, up to the working directory, else the working directory. Nothing when `name` lies
+    outside that root; None when the root holds more than `MAX_CONTEXT_FILES` files."""
     root = real_path(settings.root)
-    if root not in real_path(name).parents:
+    path = real_path(name)
+    if root not in path.parents:
         return []
+    if settings.config_file is None:
+        root = next((d for d in path.parents if d == root or any((d / m).exists() for m in PROJECT_MARKERS)), root)
     # Named from the working directory when it holds the root, as `jaxlint check .` names them
     # (a finding that cites another module's line shows the path the user would type).
     relative = os.path.relpath(root)
-    return discover([str(root) if relative.startswith("..") else relative], settings)[0]
+    files = discover([str(root) if relative.startswith("..") else relative], settings, limit=MAX_CONTEXT_FILES)[0]
+    return files if len(files) <= MAX_CONTEXT_FILES else None

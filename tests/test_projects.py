@@ -447,3 +447,28 @@ class Average:
     facts = summarize("pkg.ops", text)
     assert set(facts.unwaited) == {"run", "chained", "Average.weight", "Average.update"}
     assert _stored_facts(_stored(facts)) == facts
+
+
+def test_a_named_file_sees_the_project_its_markers_mark(tmp_path: Path, run_cli, monkeypatch) -> None:
+    """Without a configuration, a named file's project is the nearest folder above it with a
+    `.git`, `pyproject.toml`, `setup.py`, `setup.cfg` or `.hg` (below the working directory),
+    not the whole working directory: here a folder of 5 loose scripts beside it would be over
+    the (lowered) limit, but the project folder holds 4 files and its cross-module finding
+    stands, with no warning. Named loose in that crowded folder, a script is linted without
+    context, with one warning line."""
+    import jaxlint._discovery as discovery
+    import shutil
+
+    monkeypatch.setattr(discovery, "MAX_CONTEXT_FILES", 4)
+    project = tmp_path / "proj"
+    shutil.copytree(PROJECTS / "jitted_elsewhere" / "trainer", project / "trainer")
+    (project / ".git").mkdir()
+    for index in range(5):
+        (tmp_path / f"script{index}.py").write_text("import jax\n\nprint(jax.numpy.ones(3))\n")
+    result = run_cli("check", "--exit-zero", "--output-format", "json", "proj/trainer/loop.py")
+    assert result.exit_code == 0, result.output
+    assert ("proj/trainer/loop.py", "host-copy-in-loop") in {(f["path"], f["rule"]) for f in json.loads(result.stdout)}
+    assert "warning" not in result.stderr
+    crowded = run_cli("check", "--exit-zero", "script0.py")
+    assert crowded.exit_code == 0, crowded.output
+    assert crowded.stderr.count("jaxlint: warning: more than 4 Python files around script0.py") == 1
