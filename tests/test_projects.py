@@ -472,3 +472,15 @@ def test_a_named_file_sees_the_project_its_markers_mark(tmp_path: Path, run_cli,
     crowded = run_cli("check", "--exit-zero", "script0.py")
     assert crowded.exit_code == 0, crowded.output
     assert crowded.stderr.count("jaxlint: warning: more than 4 Python files around script0.py") == 1
+
+
+def test_a_linen_model_built_elsewhere_is_preview(tmp_path: Path, run_cli) -> None:
+    """`linen_built_elsewhere` asks for `--preview` in its pyproject.toml: without it, the
+    eager `model.apply` of a Linen module another module builds, in a function reached only
+    through a dispatcher of unknown mode, is not reported (the host copy beside it is)."""
+    import shutil
+
+    shutil.copytree(PROJECTS / "linen_built_elsewhere", tmp_path, dirs_exist_ok=True)
+    (tmp_path / "pyproject.toml").unlink()
+    rules = {rule for _, _, rule in _lint(run_cli, *_files(tmp_path))}
+    assert rules == {"host-copy-in-loop"}
