@@ -397,13 +397,9 @@ class CallGraph:
             return Mode.UNKNOWN  # a test runs once; its loops are checks, not hot paths
         if function.trusted and (name in jit.traced or jit.jitted_def(function.node, function.owner)):
             return Mode.TRACED
-        info = self.ctx.function_info(function.node, function.path)
-        for resolved, written in zip(info.decorators, function.node.decorators):
-            decorator = resolved or self._decorator_alias(written.decorator) or dotted_name(written.decorator)
-            if decorator in _jaxapi.JIT_WRAPPERS or (decorator or "").startswith(_MODULE_BASES):
-                return Mode.TRACED
-            if decorator not in _jaxapi.PLAIN_DECORATORS:
-                return Mode.UNKNOWN
+        decorated = self._decorator_mode(function)
+        if decorated is not None:
+            return decorated
         if function.method:
             return self._method_mode(function)
         if isinstance(function.owner, cst.FunctionDef):
@@ -426,6 +422,23 @@ class CallGraph:
             return Mode.EAGER
         return Mode.UNKNOWN
 
+    def _decorator_mode(self, function: Function) -> Mode | None:
+        """What the function's decorators say of how its body runs: traced under a jit
+        wrapper or a library's Module decorator, unknown under one jaxlint does not know,
+        None when they are all plain (`functools.wraps`...) or there are none."""
+        info = self.ctx.function_info(function.node, function.path)
+        for resolved, written in zip(info.decorators, function.node.decorators):
+            decorator = resolved or self._decorator_alias(written.decorator) or dotted_name(written.decorator)
+            if decorator in _jaxapi.JIT_WRAPPERS or (decorator or "").startswith(_MODULE_BASES):
+                return Mode.TRACED
+            if decorator not in _jaxapi.PLAIN_DECORATORS:
+                return Mode.UNKNOWN
+        return None
+
+    def driven_at(self, call: cst.Call, path: Sequence[cst.CSTNode]) -> bool:
+        """`driven` for the function around `call` (whose ancestors are `path`)."""
+        return self.driven(_innermost_scope([*path, call], self.ctx.module))
+
     def driven(self, node: cst.CSTNode) -> bool:
         """Whether the body of the function `node`, whose mode is unknown only because every
         caller in the file is of unknown mode itself (`run(config)` calling
@@ -437,13 +450,8 @@ class CallGraph:
         function = self._defs.get(id(node))
         if function is None or not isinstance(node, cst.FunctionDef) or self.mode(node) is not Mode.UNKNOWN:
             return False
-        if _is_test(function) or function.method:
+        if _is_test(function) or function.method or self._decorator_mode(function) is not None:
             return False
-        info = self.ctx.function_info(function.node, function.path)
-        for resolved, written in zip(info.decorators, function.node.decorators):
-            decorator = resolved or self._decorator_alias(written.decorator) or dotted_name(written.decorator)
-            if decorator not in _jaxapi.PLAIN_DECORATORS:
-                return False
         escapes = [self._escape(name_node, path) for name_node, path in function.uses]
         site_modes = [self.scope_mode(site.scope, site.path) for site in function.sites]
         if Mode.TRACED in escapes or Mode.TRACED in site_modes:

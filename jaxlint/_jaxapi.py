@@ -205,6 +205,8 @@ IN_PLACE_JIT = _names("in-place-jit")
 PARTIAL = _names("partial")
 # Decorators after which a function's body still runs as plain Python when called.
 PLAIN_DECORATORS = _names("plain-decorators")
+# Flax Linen's Module class, as a base names it (`nn.Module` with `from flax import linen as nn`).
+LINEN_MODULES = frozenset({"flax.linen.Module", "flax.linen.module.Module"})
 HOST_METHODS = _names("host-methods")
 HOST_BUILTINS = _names("host-builtins")
 # Means of a sequence of numbers (`np.mean(times)`): a figure per item.

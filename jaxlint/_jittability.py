@@ -351,7 +351,7 @@ class _Reader:
                 return
             if name in _TRACEABLE_BUILTINS:
                 return
-            if isinstance(call.func, cst.Name) and is_module_class(self.ctx, call.func, path, 0, root="flax.linen.Module"):
+            if isinstance(call.func, cst.Name) and is_module_class(self.ctx, call.func, path, 0, roots=("flax.linen.Module",)):
                 self._linen_module(call)
                 return
             if self._traced_elsewhere(call, name):

@@ -467,7 +467,7 @@ class Project:
 
     def _builds_linen(self, name: str, depth: int) -> bool:
         if name in self._bases:
-            return bool(self.ancestors(name) & _LINEN_BASES)
+            return bool(self.ancestors(name) & _jaxapi.LINEN_MODULES)
         built = self._builds.get(name)
         if built is None or depth > 8 or "," in built or built.startswith("="):
             return False
@@ -755,8 +755,6 @@ _SHAPE_WORDS = re.compile(
 )
 # What a Module class of the project subclasses at its root: a class holding its arrays.
 _MODULE_BASES = frozenset({"equinox.Module", "flax.nnx.Module", "flax.experimental.nnx.Module"})
-# Flax Linen's Module class, as a base names it (`nn.Module` with `from flax import linen as nn`).
-_LINEN_BASES = frozenset({"flax.linen.Module", "flax.linen.module.Module"})
 # Returned calls the library table knows: what they build.
 _TRAIN_STATES = frozenset({"flax.training.train_state.TrainState.create"})
 # Methods of tf.data, Hugging Face datasets and grain datasets that give their batches.

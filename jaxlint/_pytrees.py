@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ._bindings import Binding, Kind
+from ._jaxapi import LINEN_MODULES
 from ._scope import dotted_name
 
 
@@ -250,7 +251,7 @@ def _classify_call(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode]
             return Value.SCALAR
         if is_module_class(ctx, func, [*path, call], depth):
             return Value.MODULE
-        if is_module_class(ctx, func, [*path, call], depth, root=_NNX_MODULE):
+        if is_module_class(ctx, func, [*path, call], depth, roots=(_NNX_MODULE,)):
             return Value.NNX
     return Value.UNKNOWN
 
@@ -284,9 +285,6 @@ def _classify_annotation(ctx: FileContext, annotation: cst.BaseExpression, path:
     return Value.UNKNOWN
 
 
-_LINEN_MODULE = ("flax.linen.Module", "flax.linen.module.Module")
-
-
 def linen_builder(ctx: FileContext, name: cst.Name, path: Sequence[cst.CSTNode]) -> str | None:
     """What builds the Flax Linen module `name` holds: the callee (as written) of the call
     every binding of `name` assigns, when that callee is a class subclassing
@@ -306,7 +304,7 @@ def linen_builder(ctx: FileContext, name: cst.Name, path: Sequence[cst.CSTNode])
         if resolved is not None:
             if not (ctx.project is not None and ctx.project.builds_linen(resolved, ctx.module_name)):
                 return None
-        elif not (isinstance(value.func, cst.Name) and is_module_class(ctx, value.func, [*at, value], 0, roots=_LINEN_MODULE)):
+        elif not (isinstance(value.func, cst.Name) and is_module_class(ctx, value.func, [*at, value], 0, roots=LINEN_MODULES)):
             return None
         builders.add(dotted_name(value.func) or "")
     return builders.pop() if len(builders) == 1 else None
@@ -318,10 +316,9 @@ def is_module_class(
     path: Sequence[cst.CSTNode],
     depth: int,
     *,
-    root: str = "equinox.Module",
-    roots: Collection[str] = (),
+    roots: Collection[str] = ("equinox.Module",),
 ) -> bool:
-    """Whether `name` is a class of this file that subclasses `eqx.Module` (or `root`:
+    """Whether `name` is a class of this file that subclasses `eqx.Module` (or one of `roots`:
     `flax.nnx.Module`), directly, through other classes of the file, or through a Module class
     another module of the project defines: `class Encoder(Backbone)` with `from .models import
     Backbone`."""
@@ -332,7 +329,7 @@ def is_module_class(
         return False
     node = bindings[0].node
     assert isinstance(node, cst.ClassDef)
-    return subclasses_module(ctx, node, bindings[0].path, tuple(roots) or (root,), depth)
+    return subclasses_module(ctx, node, bindings[0].path, roots, depth)
 
 
 def subclasses_module(

@@ -117,17 +117,13 @@ def _hot_loops(ctx: FileContext, found: ApplyCall, *, preview: bool = False) -> 
     if not many:
         return []
     mode = ctx.calls.site_mode(found.call, found.ancestors)
-    if mode is Mode.UNKNOWN and preview and ctx.calls.driven(_innermost_function(found.ancestors)):
+    if mode is Mode.UNKNOWN and preview and ctx.calls.driven_at(found.call, found.ancestors):
         mode = Mode.EAGER
     if mode is not Mode.EAGER and not (mode is Mode.UNKNOWN and ctx.calls.drives_loop(found.call, found.ancestors, many[0])):
         return []
     if ctx.jit.callee(found.call, found.ancestors) is not None:
         return []  # `model.apply = jax.jit(model.apply)` earlier: the call is compiled
     return many
-
-
-def _innermost_function(path: list[cst.CSTNode]) -> cst.CSTNode:
-    return next((n for n in reversed(path) if isinstance(n, (cst.FunctionDef, cst.Lambda))), path[0] if path else cst.Module([]))
 
 
 def _rebuilt_or_growing(ctx: FileContext, found: ApplyCall, root: str | None, many: list[Loop]) -> bool:

@@ -177,8 +177,6 @@ each line of the loop keeping its own (`flush()` runs the last ones).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import libcst as cst
 
 from jaxlint._callgraph import has_modulo, periodic
@@ -196,9 +194,9 @@ from jaxlint._host_needs import (
     statement_of,
     tested_every_round,
 )
-from jaxlint._nodes import comp_fors, free_names, iter_subtree, reads_name
+from jaxlint._nodes import comp_fors, contains_exit, free_names, iter_subtree, reads_name
 from jaxlint._scope import target_names
-from jaxlint._walk import iter_children, path_below, walk_with_paths
+from jaxlint._walk import path_below, walk_with_paths
 
 from ._shapes import counters, loop_path as _loop_path
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule, unused_name
@@ -611,7 +609,7 @@ class HostCopyInLoop(Rule):
             return None
         if any(isinstance(n, (cst.NamedExpr, cst.Await, cst.Yield)) for n in iter_subtree(call)):
             return None
-        if any(isinstance(n, (cst.Return, cst.Yield, cst.Await)) for n in _own_statements(loop)):
+        if contains_exit(loop, (cst.Return, cst.Yield, cst.Await)):
             return None  # the loop may end without reaching the flush after it
         block = path[start - 1] if start >= 1 else None
         statements = list(getattr(block, "body", ()))
@@ -764,16 +762,6 @@ _LOGGING_METHODS = frozenset(
         "set_postfix", "set_postfix_str", "set_description",
     }
 )  # fmt: skip
-
-
-def _own_statements(loop: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node of `loop` outside the functions, lambdas and classes it defines."""
-    stack: list[cst.CSTNode] = list(iter_children(loop))
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            stack.extend(iter_children(node))
 
 
 def _names_in_order(node: cst.CSTNode) -> list[str]:
