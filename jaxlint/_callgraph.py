@@ -36,6 +36,7 @@ import libcst as cst
 from . import _jaxapi
 from ._bindings import Kind
 from ._frequency import integer_value, iteration_count, leaves_block, streams
+from ._guards import periodic_test
 from ._jaxapi import HOST_METHODS, is_host_copy
 from ._scope import dotted_name, target_names
 from ._walk import iter_children
@@ -63,8 +64,6 @@ __all__ = [
     "in_test",
     "is_test_file",
     "is_host_copy",
-    "has_modulo",
-    "periodic",
     "runs_many_times",
 ]
 
@@ -1197,7 +1196,7 @@ def _plots(ctx: FileContext, loop: cst.For | cst.While) -> bool:
         node = stack.pop()
         if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
             continue
-        if isinstance(node, cst.If) and (has_modulo(node.test) or _names_a_modulo(node.test, loop)):
+        if isinstance(node, cst.If) and periodic_test(node.test, loop):
             if node.orelse is not None:
                 stack.append(node.orelse)
             continue
@@ -1292,65 +1291,6 @@ def passed_argument(call: cst.Call, name: str, params: Sequence[str]) -> cst.Bas
         elif index < len(params) and params[index] == name:
             return arg.value
     return None
-
-
-def periodic(path: Sequence[cst.CSTNode], loop: Loop | cst.FunctionDef) -> bool:
-    """Whether the node whose ancestors are `path` runs only on some iterations of `loop`:
-    under an `if` (between the loop and it) testing a remainder, `if step % every == 0:`, or
-    a name the loop sets to one (`should_eval = step % every == 0`; `if should_eval:`).
-    `loop` may be a function: then it is the function's body that runs only on some of its
-    calls, once per `every` steps of a counter it is handed or keeps."""
-    start = next((i for i, n in enumerate(path) if n is loop), None)
-    if start is None:
-        return False
-    for index in range(start + 1, len(path) - 1):
-        node, child = path[index], path[index + 1]
-        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            return False
-        if isinstance(node, cst.If) and child is node.body and (has_modulo(node.test) or _names_a_modulo(node.test, loop)):
-            return True
-    return False
-
-
-def _names_a_modulo(test: cst.BaseExpression, loop: Loop) -> bool:
-    """`if should_eval:` where the loop sets `should_eval = step % every == 0 or ...`."""
-    names = {n.value for n in _walk_names(test)}
-    if not names:
-        return False
-    stack: list[cst.CSTNode] = [loop.body] if isinstance(loop, (cst.For, cst.While, cst.FunctionDef)) else []
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            continue
-        if isinstance(node, cst.Assign) and any(
-            isinstance(t.target, cst.Name) and t.target.value in names for t in node.targets
-        ):
-            if has_modulo(node.value):
-                return True
-        stack.extend(iter_children(node))
-    return False
-
-
-def _walk_names(expr: cst.CSTNode) -> list[cst.Name]:
-    """The bare names a guard tests (`should_eval`, `not done`, `a and b`)."""
-    if isinstance(expr, cst.Name):
-        return [expr]
-    if isinstance(expr, cst.UnaryOperation):
-        return _walk_names(expr.expression)
-    if isinstance(expr, cst.BooleanOperation):
-        return _walk_names(expr.left) + _walk_names(expr.right)
-    return []
-
-
-def has_modulo(expr: cst.CSTNode) -> bool:
-    """`step % every == 0` and the like (not `"%d" % n` string formatting)."""
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
-            return not isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString))  # not `"%d" % n`
-        stack.extend(iter_children(node))
-    return False
 
 
 def in_test(ctx: FileContext, path: Sequence[cst.CSTNode]) -> bool:

@@ -33,8 +33,9 @@ import libcst as cst
 
 from . import _jaxapi
 from ._bindings import Kind
-from ._callgraph import Function, Repeat, periodic
+from ._callgraph import Function, Repeat
 from ._frequency import Often, loop_runs
+from ._guards import thinning_guard
 from ._nodes import free_names, iter_subtree
 from ._scope import function_scope, target_names
 from ._walk import iter_children
@@ -236,19 +237,19 @@ def assigned_name(ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> str | 
 
 def hot_repeat(ctx: FileContext, function: Function) -> Repeat | None:
     """A call path of the file that runs `function` once per iteration of a loop that runs
-    many times (`CallGraph.repeats`, counted for a compile per call), not under a periodic
-    guard of a loop around it and not in a loop the engine counts as few; None if there is
+    many times (`CallGraph.repeats`, counted for a compile per call), not under a thinning
+    guard of a loop around it (`_guards`) and not in a loop the engine counts as few; None if there is
     none."""
     return next(
-        (r for r in ctx.calls.repeats(function, compiles=True) if not _occasional(r) and not _few(ctx, r)), None
+        (r for r in ctx.calls.repeats(function, compiles=True) if not _occasional(ctx, r) and not _few(ctx, r)), None
     )
 
 
-def _occasional(repeat: Repeat) -> bool:
-    """Whether the call that repeats sits under a periodic guard of any loop around it (an
+def _occasional(ctx: FileContext, repeat: Repeat) -> bool:
+    """Whether the call that repeats runs on some iterations only of any loop around it (an
     evaluation over a few datasets under `if step % every == 0:` is occasional)."""
     path = [*repeat.site.path, repeat.site.call]
-    return any(periodic(path, n) for n in repeat.site.path if isinstance(n, (cst.For, cst.While)))
+    return any(thinning_guard(ctx, path, n) is not None for n in repeat.site.path if isinstance(n, (cst.For, cst.While)))
 
 
 def _few(ctx: FileContext, repeat: Repeat) -> bool:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from jaxlint._bindings import Kind
-from jaxlint._callgraph import Mode, has_modulo, in_test, periodic, runs_many_times
+from jaxlint._callgraph import Mode, in_test, runs_many_times
+from jaxlint._guards import has_modulo, thinning_guard
 from jaxlint._frequency import integer_value
 from jaxlint._walk import iter_children
 from jaxlint._device import looks_like_variables
@@ -159,21 +160,25 @@ _OFTEN = 10
 
 
 def _rarely(ctx: FileContext, path: list[cst.CSTNode], loop: Loop) -> bool:
-    """Whether the call runs only on some iterations of `loop` (`periodic`), every `k` with
-    `k` above `_OFTEN` or not known (`if (i + 1) % 500 == 0:` draws a test sheet six times in
-    3000 epochs; `if i % 10 == 0:` still runs the forward hundreds of times)."""
-    if not periodic(path, loop):
+    """Whether the call runs only on some iterations of `loop` (`thinning_guard`), every `k`
+    with `k` above `_OFTEN` or not known (`if (i + 1) % 500 == 0:` draws a test sheet six
+    times in 3000 epochs; `if i % 10 == 0:` still runs the forward hundreds of times)."""
+    guard = thinning_guard(ctx, path, loop)
+    if guard is None:
         return False
     start = next((i for i, n in enumerate(path) if n is loop), len(path))
+    guards = [(index, node) for index, node in enumerate(path[start + 1 : -1], start + 1) if isinstance(node, cst.If) and path[index + 1] is node.body]
+    if not any(node is guard for _, node in guards):
+        guards.append((start + 1, guard))  # `if step % k != 0: continue` before the call
     often = False  # a guard every few iterations was seen, and no rarer one
-    for index in range(start + 1, len(path) - 1):
-        node, child = path[index], path[index + 1]
-        if isinstance(node, cst.If) and child is node.body and has_modulo(node.test):
+    for index, node in guards:
+        if isinstance(node, cst.If) and has_modulo(node.test):
             periods = [integer_value(ctx, op.right, list(path[:index])) for op in _moduli(node.test)]
             if not periods or not all(p is not None and 0 < p <= _OFTEN for p in periods):
                 return True
             often = True
-    return not often  # a guard through a name the loop sets (`if should_eval:`): rate unknown
+    # a guard through a name the loop sets (`if should_eval:`), the clock or an `except`: rate unknown
+    return not often
 
 
 def _moduli(test: cst.BaseExpression) -> list[cst.BinaryOperation]:

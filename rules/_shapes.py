@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from jaxlint._callgraph import passed_argument, positional_params
+from jaxlint._guards import counters
 from jaxlint._nodes import free_names, iter_subtree
 from jaxlint._scope import target_names
 from jaxlint._streams import mentions_padding
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
-    "counter_derived", "counters", "growth", "loop_path", "mentions_padding", "passed_whole", "varying_slice",
+    "counter_derived", "growth", "loop_path", "mentions_padding", "passed_whole", "varying_slice",
     "whole_parts",
 ]  # fmt: skip
 
@@ -83,42 +84,6 @@ def _adds_axes(expr: cst.BaseExpression) -> bool:
             if part.lower is not None or part.upper is not None or part.step is not None:
                 return False
     return True
-
-
-def counters(loop: Loop) -> set[str]:
-    """Names that step through the loop: the target of `for i in range(...)` /
-    `enumerate(...)` / `trange(...)`, and names the body increments (`pos += 1`)."""
-    names: set[str] = set()
-    if isinstance(loop, cst.For):
-        source = loop.iter
-        if isinstance(source, cst.Call) and isinstance(source.func, (cst.Name, cst.Attribute)):
-            func = source.func.value if isinstance(source.func, cst.Name) else source.func.attr.value
-            if func in ("range", "trange"):
-                names |= set(target_names(loop.target))
-            elif func == "enumerate" and isinstance(loop.target, cst.Tuple) and loop.target.elements:
-                names |= set(target_names(loop.target.elements[0].value))
-            elif func in ("tqdm", "zip") and source.args:
-                inner = source.args[0].value
-                if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name) and inner.func.value == "range":
-                    first = loop.target.elements[0].value if isinstance(loop.target, cst.Tuple) and func == "zip" else loop.target
-                    names |= set(target_names(first))
-    body = loop.body if isinstance(loop, (cst.For, cst.While)) else loop
-    nodes = list(iter_subtree(body, into_scopes=False))
-    for node in nodes:
-        if isinstance(node, cst.AugAssign) and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
-            if isinstance(node.target, cst.Name):
-                names.add(node.target.value)
-        elif isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
-            name = node.targets[0].target.value
-            value = node.value
-            if (
-                isinstance(value, cst.BinaryOperation)
-                and isinstance(value.operator, (cst.Add, cst.Subtract))
-                and isinstance(value.left, cst.Name)
-                and value.left.value == name
-            ):
-                names.add(name)
-    return names
 
 
 def counter_derived(loop: Loop) -> set[str]:

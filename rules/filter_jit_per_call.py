@@ -105,7 +105,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from jaxlint._callgraph import Mode, in_test, periodic, runs_many_times
+from jaxlint._callgraph import Mode, in_test, runs_many_times
+from jaxlint._guards import thinning_guard
 from jaxlint._frequency import loop_evidence
 from jaxlint._context import FileContext, Loop
 from jaxlint._jaxapi import FILTER_JIT, PARTIAL, decorator_target
@@ -212,7 +213,7 @@ class FilterJitPerCall(Rule):
         loops = [loop for loop in ctx.loops(node) if runs_many_times(ctx, loop, path, calls=True)]
         if not loops:
             return
-        if periodic([*path, node], loops[-1]):
+        if thinning_guard(ctx, [*path, node], loops[-1]) is not None:
             return  # `if step % eval_every == 0:`: an occasional evaluation, not every step
         if in_test(ctx, path):
             return  # a test's loops are checks, not hot paths

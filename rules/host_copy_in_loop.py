@@ -179,8 +179,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from jaxlint._callgraph import has_modulo, periodic
-from jaxlint._frequency import Often, loop_evidence, loop_runs, off_by_default, paced_by_clock
+from jaxlint._guards import periodic, thinning_guard
+from jaxlint._frequency import Often, loop_evidence, loop_runs, off_by_default
 from jaxlint._context import Loop
 from jaxlint._device import HostCopy
 from jaxlint._jaxapi import FILTER_JIT
@@ -198,7 +198,7 @@ from jaxlint._nodes import comp_fors, contains_exit, free_names, iter_subtree, r
 from jaxlint._scope import target_names
 from jaxlint._walk import path_below, walk_with_paths
 
-from ._shapes import counters, loop_path as _loop_path
+from ._shapes import loop_path as _loop_path
 from jaxlint._rule import Applicability, Edit, Fix, ImportSpec, Rule, unused_name
 
 
@@ -357,7 +357,7 @@ class HostCopyInLoop(Rule):
             # round), not one some iterations call (`if step % 500 == 0: evaluate(...)`)
             if isinstance(node, cst.Call) and self.ctx.device.runs_work_loop(node, node_path):
                 full = [*node_path, node]
-                if not self._guarded(full, loop) and not _after_sometimes_skip(full, loop):
+                if not self._guarded(full, loop):
                     return True
         return False
 
@@ -482,32 +482,21 @@ class HostCopyInLoop(Rule):
         return False
 
     def _guarded(self, path: list[cst.CSTNode], loop: Loop) -> bool:
-        """Whether the end of `path` runs only on some iterations of `loop`."""
-        start = _index(path, loop)
-        for index in range(start + 1, len(path) - 1):
-            parent, child = path[index], path[index + 1]
-            if isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test:
-                if _sometimes(parent.test, loop) or paced_by_clock(self.ctx, parent, path[:index]):
-                    return True
-            if isinstance(parent, cst.ExceptHandler):
-                return True
-        return False
+        """Whether the end of `path` runs only on some iterations of `loop` (a comparison of
+        its counter counts: a copy made after warm-up only is not a copy of every step)."""
+        return thinning_guard(self.ctx, path, loop, counter=True) is not None
 
     def _excused(self, node: cst.CSTNode, loop: Loop, path: list[cst.CSTNode]) -> bool:
-        """Not on every iteration (a guard that depends on the iteration, an `except`), or a
-        copy the loop needs to decide what to do next."""
+        """Not on every iteration (`_guarded`), or a copy the loop needs to decide what to do
+        next."""
+        if self._guarded(path, loop):
+            return True
         start = _index(path, loop)
         for index in range(start + 1, len(path) - 1):
             parent, child = path[index], path[index + 1]
-            if isinstance(parent, (cst.If, cst.While)) and child is parent.test:
+            if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.CompIf)) and child is parent.test:
                 return True  # decides control flow: the loop needs the host value now
-            if isinstance(parent, (cst.IfExp, cst.CompIf)) and child is parent.test:
-                return True
-            if isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test:
-                # `if step % 100 == 0:`, `if time.time() - last > 3:` (then `last = time.time()`)
-                if _sometimes(parent.test, loop) or paced_by_clock(self.ctx, parent, path[:index]):
-                    return True
-            if isinstance(parent, (cst.ExceptHandler, cst.Assert)):
+            if isinstance(parent, cst.Assert):
                 return True
         if isinstance(loop, cst.While) and any(n is loop.test for n in path):
             return True
@@ -1071,22 +1060,14 @@ def _discarded(ancestors: list[cst.CSTNode], node: cst.Call) -> bool:
 
 def _occasional(ctx, path: list[cst.CSTNode], loops: list[Loop], loop: Loop) -> bool:  # type: ignore[no-untyped-def]
     """Whether `loop` runs only on some iterations of a loop around it: it sits under
-    `if step % eval_every == 0:` (or another guard that depends on the outer iteration, or
-    one paced by the clock: `if time.time() - last > 60:` that sets `last` again), in
-    this function or around its body (`if self.step % self.log_every == 0:` in a method
-    called once per step)."""
+    `if step % eval_every == 0:` (or another thinning guard, `_guards`), in this function or
+    around its body (`if self.step % self.log_every == 0:` in a method called once per
+    step)."""
     end = _index(path, loop)
     function = next((n for n in reversed(path[:end]) if isinstance(n, cst.FunctionDef)), None)
     if function is not None and periodic(path[: end + 1], function):
         return True
-    for outer in loops[: loops.index(loop)]:
-        start = _index(path, outer)
-        for index in range(start + 1, end):
-            parent, child = path[index], path[index + 1]
-            if isinstance(parent, cst.If) and child is not parent.test:
-                if _sometimes(parent.test, outer) or paced_by_clock(ctx, parent, path[:index]):
-                    return True
-    return False
+    return any(thinning_guard(ctx, path[: end + 1], outer, counter=True) is not None for outer in loops[: loops.index(loop)])
 
 
 def _converts(ctx, test: cst.BaseExpression, path: list[cst.CSTNode], loop: Loop) -> bool:  # type: ignore[no-untyped-def]
@@ -1226,41 +1207,6 @@ def _decided_through_names(path: list[cst.CSTNode], loop: Loop) -> bool:
         return False
     statement, small = assigned
     return decided_on(loop, _bound_names(small), statement)
-
-
-def _after_sometimes_skip(path: list[cst.CSTNode], loop: Loop) -> bool:
-    """Whether the end of `path` comes after a statement of `loop`'s body that skips the rest
-    of the iteration on some iterations (`if step % k != 0: continue`)."""
-    block = getattr(loop, "body", None)
-    if not isinstance(block, cst.IndentedBlock):
-        return False
-    start = _index(path, loop)
-    top = path[start + 2] if len(path) > start + 2 and path[start + 1] is block else None
-    for statement in block.body:
-        if statement is top:
-            return False
-        if isinstance(statement, cst.If) and _sometimes(statement.test, loop):
-            if any(isinstance(n, (cst.Continue, cst.Break, cst.Return)) for n in iter_subtree(statement, into_scopes=False)):
-                return True
-    return False
-
-
-def _sometimes(test: cst.BaseExpression, loop: Loop) -> bool:
-    """A guard that holds on some iterations only: periodic (`step % 100 == 0`) or a
-    comparison of the loop's counter (`if i == last:`, `if step >= warmup:`). Presence checks
-    (`if key in acts:`, `if x is not None:`) and flags (`if verbose:`) hold on every iteration."""
-    if has_modulo(test):
-        return True
-    steps = counters(loop)
-    for node in iter_subtree(test):
-        if isinstance(node, cst.Comparison) and free_names(node) & steps:
-            if all(
-                isinstance(c.operator, (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqual,
-                                        cst.GreaterThan, cst.GreaterThanEqual))
-                for c in node.comparisons
-            ):
-                return True
-    return False
 
 
 def _fresh(ctx, value: cst.BaseExpression, value_path: list[cst.CSTNode], loop: Loop, inner: list[Loop] = ()) -> bool:  # type: ignore[no-untyped-def,assignment]

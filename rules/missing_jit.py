@@ -144,7 +144,8 @@ import re
 
 import libcst as cst
 
-from jaxlint._callgraph import Function, Mode, Repeat, in_test, periodic
+from jaxlint._callgraph import Function, Mode, Repeat, in_test
+from jaxlint._guards import thinning_guard
 from jaxlint._context import FileContext
 from jaxlint._jittability import Jittability, analyze
 from jaxlint._nodes import free_names, loop_header
@@ -230,7 +231,7 @@ class MissingJit(Rule):
                     r
                     for r in graph.repeats(function, drivers=True, driven=self.preview)
                     if not any(id(f.node) in candidates for f in r.chain)
-                    and not periodic(r.site.path, r.loop)
+                    and thinning_guard(self.ctx, [*r.site.path, r.site.call], r.loop) is None
                     and not self._static_per_iteration(function, jittability, r)
                     and not self._trivial_beside_compiled(work_count, r)
                 ),
