@@ -775,8 +775,7 @@ def _made_late(ctx, statements: list[cst.CSTNode], index: int, path: list[cst.CS
     if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name)):
         return None
     name = assign.targets[0].target.value
-    made = assign.value
-    if not (isinstance(made, cst.Call) and ctx.resolve(made.func, [*path, before, assign], anchor=made) in _LATE_MAKERS):
+    if not _makes_late(ctx, assign.value, [*path, before, assign]):
         return None
     if not (
         isinstance(flush, cst.Expr)
@@ -793,6 +792,12 @@ def _made_late(ctx, statements: list[cst.CSTNode], index: int, path: list[cst.CS
 _LATE_MAKERS = frozenset({"jaxlint.runtime.one_step_late", "jaxlint.runtime.OneStepLate"})
 
 
+def _makes_late(ctx, value: cst.BaseExpression | None, path: list[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]
+    """`one_step_late()` (or `OneStepLate()`) of `jaxlint.runtime`, as `value` (whose
+    ancestors are `path`) spells it."""
+    return isinstance(value, cst.Call) and ctx.resolve(value.func, path, anchor=value) in _LATE_MAKERS
+
+
 def _handed_late(ctx, path: list[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]
     """Whether the node at the end of `path` is in a lambda handed to a `one_step_late`
     object (`later(lambda loss=loss: print(loss))`): it runs when the loop comes round again,
@@ -804,10 +809,7 @@ def _handed_late(ctx, path: list[cst.CSTNode]) -> bool:  # type: ignore[no-untyp
         if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)):
             continue
         bindings = ctx.bindings.of(call.func.value, path[: index - 1])
-        if bindings and all(
-            isinstance(b.value, cst.Call) and ctx.resolve(b.value.func, [*b.path, b.node], anchor=b.value) in _LATE_MAKERS
-            for b in bindings
-        ):
+        if bindings and all(_makes_late(ctx, b.value, [*b.path, b.node]) for b in bindings):
             return True
     return False
 
