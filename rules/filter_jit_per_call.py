@@ -7,7 +7,9 @@ range(num_steps):`, `while ...:`) with a Module, an optimizer state or another l
 among its arguments: a training or evaluation step.
 
 It stays silent for calls made once or a few times (outside loops, in a loop over a short
-literal, a `range` below 100, or a model's layers, under `if step % every == 0:`, in tests;
+literal, a `range` below 100, or a model's layers, under `if step % every == 0:` or another
+guard that thins the loop's iterations (`_guards.thinning_guard`: after `if step % k != 0:
+continue`, paced by the clock, in an `except` handler), in tests;
 in a loop that does not show it runs over data or steps, a caller's `values` or the rows of
 an array: `_frequency.streams`;
 in a `while not done:` loop only a Module argument counts: a solver's state is a few

@@ -62,7 +62,8 @@ the header spells (a demo's `range(10)`, `tqdm(np.arange(20))`, `zip(prices[:25]
 collection made by `make_graphs(..., n_graphs=2)`: it costs less eagerly than the compile
 would), loops that sleep every iteration (a paced live demo) or draw a plot on every iteration (a
 progress plot every `k` steps does not count) and search loops that `return` at the first hit
-run a few times: silent too, and so is a call made only when `step % k == 0`. A `def` nested in a function that itself runs
+run a few times: silent too, and so is a call made only when `step % k == 0` (or on the
+few iterations another thinning guard lets through: `_guards.thinning_guard`). A `def` nested in a function that itself runs
 once per iteration is left alone: jitting it there would compile it again on
 every outer call, and so is a function whose static parameters (shapes, `if` tests) the loop
 passes a new value each iteration (`for n in sizes: sample(key, n)`, or a loop value passed after
