@@ -25,7 +25,7 @@ off unless asked for).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Union
 
 import libcst as cst
@@ -56,10 +56,7 @@ def thinning_guard(
     start = next((i for i, n in enumerate(path) if n is loop), None)
     if start is None:
         return None
-    for index in range(start + 1, len(path) - 1):
-        parent, child = path[index], path[index + 1]
-        if isinstance(parent, _SCOPES):
-            return None  # a def in the loop runs when it is called, not when the loop runs
+    for index, parent, child in _between(path, start):
         if isinstance(parent, cst.ExceptHandler):
             return parent
         if isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test:
@@ -67,6 +64,8 @@ def thinning_guard(
                 return parent
             if counter and counter_test(parent.test, loop):
                 return parent
+    if any(isinstance(node, _SCOPES) for node in path[start + 1 : -1]):
+        return None
     return _skip_before(path, start, loop, counter=counter)
 
 
@@ -77,15 +76,19 @@ def periodic(path: Sequence[cst.CSTNode], loop: cst.CSTNode) -> bool:
     `loop` may be a function: then it is the function's body that runs only on some of its
     calls, once per `every` steps of a counter it is handed or keeps."""
     start = next((i for i, n in enumerate(path) if n is loop), None)
-    if start is None:
-        return False
+    return start is not None and any(
+        isinstance(node, cst.If) and child is node.body and periodic_test(node.test, loop) for _, node, child in _between(path, start)
+    )
+
+
+def _between(path: Sequence[cst.CSTNode], start: int) -> Iterator[tuple[int, cst.CSTNode, cst.CSTNode]]:
+    """(index, node, child) for each node on `path` after `path[start]` (a loop) and before
+    its end, down to the first def, lambda or class: code in one runs when it is called, not
+    when the loop runs."""
     for index in range(start + 1, len(path) - 1):
-        node, child = path[index], path[index + 1]
-        if isinstance(node, _SCOPES):
-            return False
-        if isinstance(node, cst.If) and child is node.body and periodic_test(node.test, loop):
-            return True
-    return False
+        if isinstance(path[index], _SCOPES):
+            return
+        yield index, path[index], path[index + 1]
 
 
 def has_modulo(expr: cst.CSTNode) -> bool:
