@@ -9,9 +9,11 @@ it holds on some iterations only. `thinning_guard` finds what does, for every ru
 - a guard **paced by the clock** (`if time.time() - last > 60:` whose body sets `last`
   again, `_frequency.paced_by_clock`): its body runs once per interval of wall time;
 - an **`except` handler**: it runs when something fails;
-- a statement **after a skip** under such a guard (`if step % k != 0: continue`, then the
-  statement): it runs on the iterations the skip lets through (a `break` there ends the loop:
-  that bounds the count of iterations, `_frequency.stops_after`, and thins none of them);
+- a statement **after a skip** under a periodic guard (`if step % k != 0: continue`, then
+  the statement): it runs on the iterations the skip lets through. A skip under a comparison
+  of the counter (`if resuming and step < start: continue`) lets every later iteration
+  through, and a `break` ends the loop: that bounds the count of iterations
+  (`_frequency.stops_after`) and thins none of them;
 - with `counter=True`, a **comparison of the loop's counter** (`if i == last:`, `if step >=
   warmup:`), in either branch: it holds on a stretch of iterations, which may be most of
   them. A rule that weighs a wait per iteration counts it (a copy made after warm-up only is
@@ -66,7 +68,7 @@ def thinning_guard(
                 return parent
     if any(isinstance(node, _SCOPES) for node in path[start + 1 : -1]):
         return None
-    return _skip_before(path, start, loop, counter=counter)
+    return _skip_before(path, start, loop)
 
 
 def periodic(path: Sequence[cst.CSTNode], loop: cst.CSTNode) -> bool:
@@ -156,7 +158,7 @@ def periodic_test(test: cst.BaseExpression, loop: cst.CSTNode) -> bool:
     return has_modulo(test) or _names_a_modulo(test, loop)
 
 
-def _skip_before(path: Sequence[cst.CSTNode], start: int, loop: cst.CSTNode, *, counter: bool) -> cst.CSTNode | None:
+def _skip_before(path: Sequence[cst.CSTNode], start: int, loop: cst.CSTNode) -> cst.CSTNode | None:
     """The statement of `loop`'s body, before the one on `path`, that skips the rest of the
     iteration on some iterations (`if step % k != 0: continue`)."""
     block = getattr(loop, "body", None)
@@ -166,7 +168,7 @@ def _skip_before(path: Sequence[cst.CSTNode], start: int, loop: cst.CSTNode, *, 
     for statement in block.body:
         if statement is top:
             return None
-        if isinstance(statement, cst.If) and (counter_test(statement.test, loop) if counter else periodic_test(statement.test, loop)):
+        if isinstance(statement, cst.If) and periodic_test(statement.test, loop):
             # `continue` skips the iteration; a `break` or `return` ends the loop, which bounds
             # how many iterations run (`_frequency.stops_after`), not which of them do
             if any(isinstance(n, cst.Continue) for n in iter_subtree(statement, into_scopes=False)):
