@@ -120,7 +120,11 @@ known device values.
 The fix is offered when the copied values are only collected: the copy is the argument of
 `results.append(...)`, `results` starts as `[]` before the loop (also `losses, errors = [],
 []`, and also a list made afresh per epoch for the loop inside it) and the loop reads it
-nowhere else, or the copy is the element of a list comprehension. The device values are appended
+nowhere else, or the copy is the element of a list comprehension. An entry of a dict of lists
+counts as such a list (`history["loss"].append(float(loss))`, `history` made before the loop as
+`{"loss": [], ...}` or `defaultdict(list)`, the loop reading that entry nowhere else; other
+entries it may read): after the loop the entry is converted in place, under `if "loss" in
+history:` for a `defaultdict`, which would otherwise gain an entry the loop never made. The device values are appended
 instead, and one `jaxlint.runtime.to_host` after the loop copies them all (`copy=True` for
 `np.array`, which returns writable copies; `.item()`, `float()`, `int()`, `.tolist()` are
 applied to the host arrays afterwards, so the list holds the same Python values). The list
@@ -681,14 +685,31 @@ class HostCopyInLoop(Rule):
             and len(call.args) == 1
             and isinstance(call.func, cst.Attribute)
             and call.func.attr.value == "append"
-            and isinstance(call.func.value, cst.Name)
             and isinstance(expr, cst.Expr)
             and isinstance(line, cst.SimpleStatementLine)
             and len(line.body) == 1
         ):
             return None
-        results = call.func.value.value
-        found = _collecting_loop(ctx, path, results, line)
+        collected = call.func.value
+        guard = ""
+        if isinstance(collected, cst.Name):
+            results = collected.value
+            found = _collecting_loop(ctx, path, results, line)
+        else:
+            # `history["loss"].append(<copy>)`: an entry of a dict made before the loop, read
+            # nowhere else in it (other entries may be)
+            entry = _literal_entry(collected)
+            if entry is None:
+                return None
+            container, key = entry
+            found = _collecting_loop(ctx, path, container, line, _dict_of_lists(key), others=_other_entries(container, key))
+            if found is None:
+                return None
+            results = ctx.module.code_for_node(collected)
+            made = _made_by(found[0], found[1], container)
+            if not isinstance(made, cst.Dict):
+                # a `defaultdict(list)` gains the entry only when the loop appends to it
+                guard = f"if {ctx.module.code_for_node(collected.slice[0].slice.value)} in {container}:\n    "
         if found is None:
             return None
         outer, block_path = found
@@ -702,7 +723,7 @@ class HostCopyInLoop(Rule):
             node,
             copy,
             outer,
-            f"{results}[:] = {host}\n",
+            f"{guard}{results}[:] = {host}\n",
             f"Collect the device values in `{results}` and copy them once with `to_host` after the loop",
             imports=(ImportSpec("jaxlint.runtime", "to_host"),),
         )
@@ -829,13 +850,13 @@ def _keep_on_device(
 
 
 def _collecting_loop(
-    ctx, path: list[cst.CSTNode], results: str, line: cst.CSTNode, starts=None  # type: ignore[no-untyped-def]
+    ctx, path: list[cst.CSTNode], results: str, line: cst.CSTNode, starts=None, others=None  # type: ignore[no-untyped-def]
 ) -> tuple[cst.CSTNode, list[cst.CSTNode]] | None:
     """The outermost loop around `line` that sits in the block where `results` was last set
     before it (to `[]`, or to what `starts(value)` accepts), when the loop uses `results` only
-    in `line`. A loop that does not qualify (the list is made inside it, or read elsewhere in
-    it) leaves the loops inside it to be tried: `losses = []` made per epoch collects the
-    steps of the inner loop."""
+    in `line` (and in the nodes `others(loop)` lists: the other entries of a dict). A loop that
+    does not qualify (the list is made inside it, or read elsewhere in it) leaves the loops
+    inside it to be tried: `losses = []` made per epoch collects the steps of the inner loop."""
     for index, node in enumerate(path):
         if not isinstance(node, (cst.For, cst.While)) or index == 0:
             continue
@@ -858,7 +879,7 @@ def _collecting_loop(
             continue
         if isinstance(node, cst.For) and reads_name(node.iter, results):
             continue
-        if reads_name(node, results, skip=line):
+        if reads_name(node, results, skip=[line, *(others(node) if others else ())]):
             continue
         if any(isinstance(n, (cst.Return, cst.Yield)) for n in iter_subtree(node, into_scopes=False)):
             return None
@@ -890,6 +911,61 @@ def _sets_name(statement: cst.CSTNode, name: str, accepts) -> bool:  # type: ign
             for t, v in zip(target.elements, value.elements)
         )
     return isinstance(target, cst.Name) and target.value == name and value is not None and accepts(value)
+
+
+def _literal_entry(expr: cst.BaseExpression) -> tuple[str, str] | None:
+    """`history["loss"]`: the dict's name and the key's text."""
+    if not (isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name) and len(expr.slice) == 1):
+        return None
+    index = expr.slice[0].slice
+    if not (isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString)):
+        return None
+    return expr.value.value, index.value.evaluated_value
+
+
+def _dict_of_lists(key: str):  # type: ignore[no-untyped-def]
+    """What a dict collecting into its `key` entry starts as: `defaultdict(list)`, or a dict
+    literal whose `key` entry is `[]`."""
+
+    def starts(value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.Dict):
+            return any(
+                isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == key and _empty_list(e.value)
+                for e in value.elements
+            )
+        if not (isinstance(value, cst.Call) and len(value.args) == 1 and isinstance(value.args[0].value, cst.Name)):
+            return False
+        func = value.func
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+        return name == "defaultdict" and value.args[0].value.value == "list"
+
+    return starts
+
+
+def _other_entries(container: str, key: str):  # type: ignore[no-untyped-def]
+    """The nodes of a loop that read other literal entries of `container` (`history["acc"]`)."""
+
+    def others(loop: cst.CSTNode) -> list[cst.CSTNode]:
+        found: list[cst.CSTNode] = []
+        for node in iter_subtree(loop, into_scopes=False):
+            entry = _literal_entry(node) if isinstance(node, cst.Subscript) else None
+            if entry is not None and entry[0] == container and entry[1] != key:
+                found.append(node)
+        return found
+
+    return others
+
+
+def _made_by(loop: cst.CSTNode, loop_path: list[cst.CSTNode], name: str) -> cst.BaseExpression | None:
+    """The value of the last `name = value` before `loop` in its block."""
+    block = loop_path[-1] if loop_path else None
+    body = list(getattr(block, "body", ()))
+    position = next((i for i, s in enumerate(body) if s is loop), 0)
+    for statement in reversed(body[:position]):
+        if _sets_name(statement, name, lambda value: True):
+            small = statement.body[0]
+            return small.value if isinstance(small, (cst.Assign, cst.AnnAssign)) else None
+    return None
 
 
 def _empty_list(value: cst.BaseExpression) -> bool:
