@@ -649,7 +649,7 @@ def test_check_evidence_with_eager_dispatch_and_clock_reads(run_cli, tmp_path: P
 @pytest.mark.parametrize(
     ("case", "measured"),
     [
-        ("host-copy-in-loop/bad_scan_over_device_array", {20: ("JL005", "181 of them computed since the program last waited")}),
+        ("host-copy-in-loop/bad_scan_over_device_array", {20: ("JL005", "91 of them computed since the program last waited")}),
         ("unsynced-timing/bad_benchmark_loop", {
             21: ("JL006", "`decode_step` was first called here inside the interval timed by the clock read at line 22"),
             22: ("JL006", "1 array dispatched in it and not waited for"),
