@@ -28,7 +28,7 @@ off unless asked for).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 
 __all__ = ["counters", "counter_test", "has_modulo", "periodic", "periodic_test", "thinning_guard"]
 
-Loop = Union[cst.For, cst.While, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp]
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _ORDER = (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
 

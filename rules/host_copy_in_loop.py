@@ -706,13 +706,13 @@ class HostCopyInLoop(Rule):
             if found is None:
                 return None
             results = ctx.module.code_for_node(collected)
-            made = _made_by(found[0], found[1], container)
-            if not isinstance(made, cst.Dict):
+            made = found[2].body[0]
+            if not isinstance(getattr(made, "value", None), cst.Dict):
                 # a `defaultdict(list)` gains the entry only when the loop appends to it
                 guard = f"if {ctx.module.code_for_node(collected.slice[0].slice.value)} in {container}:\n    "
         if found is None:
             return None
-        outer, block_path = found
+        outer, block_path, _ = found
         if ctx.source.find("donate") >= 0 and _donated(outer, copy.value):
             return None
         after = _AFTER[copy.kind]
@@ -851,12 +851,13 @@ def _keep_on_device(
 
 def _collecting_loop(
     ctx, path: list[cst.CSTNode], results: str, line: cst.CSTNode, starts=None, others=None  # type: ignore[no-untyped-def]
-) -> tuple[cst.CSTNode, list[cst.CSTNode]] | None:
+) -> tuple[cst.CSTNode, list[cst.CSTNode], cst.SimpleStatementLine] | None:
     """The outermost loop around `line` that sits in the block where `results` was last set
     before it (to `[]`, or to what `starts(value)` accepts), when the loop uses `results` only
-    in `line` (and in the nodes `others(loop)` lists: the other entries of a dict). A loop that
-    does not qualify (the list is made inside it, or read elsewhere in it) leaves the loops
-    inside it to be tried: `losses = []` made per epoch collects the steps of the inner loop."""
+    in `line` (and in the nodes `others(loop)` lists: the other entries of a dict), with its
+    ancestors and the statement that set `results`. A loop that does not qualify (the list is
+    made inside it, or read elsewhere in it) leaves the loops inside it to be tried: `losses =
+    []` made per epoch collects the steps of the inner loop."""
     for index, node in enumerate(path):
         if not isinstance(node, (cst.For, cst.While)) or index == 0:
             continue
@@ -885,7 +886,7 @@ def _collecting_loop(
             return None
         if node.orelse is not None:
             continue
-        return node, path[:index]
+        return node, path[:index], body[creation]
     return None
 
 
@@ -954,18 +955,6 @@ def _other_entries(container: str, key: str):  # type: ignore[no-untyped-def]
         return found
 
     return others
-
-
-def _made_by(loop: cst.CSTNode, loop_path: list[cst.CSTNode], name: str) -> cst.BaseExpression | None:
-    """The value of the last `name = value` before `loop` in its block."""
-    block = loop_path[-1] if loop_path else None
-    body = list(getattr(block, "body", ()))
-    position = next((i for i, s in enumerate(body) if s is loop), 0)
-    for statement in reversed(body[:position]):
-        if _sets_name(statement, name, lambda value: True):
-            small = statement.body[0]
-            return small.value if isinstance(small, (cst.Assign, cst.AnnAssign)) else None
-    return None
 
 
 def _empty_list(value: cst.BaseExpression) -> bool:
