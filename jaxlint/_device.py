@@ -24,7 +24,7 @@ Everything is computed lazily: a scope is analysed the first time a rule asks ab
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -240,6 +240,34 @@ class DeviceIndex:
                 if isinstance(node, cst.Call) and self._compiled_call(node, node_path):
                     return True
             elif self.dispatches_here(node, node_path):
+                return True
+        return False
+
+    def loop_computes(self, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> bool:
+        """Whether each iteration of `loop` (whose ancestors are `ancestors`) runs work whose
+        device time a wait exposes: compiled code or a model's forward pass
+        (`loop_dispatches(compiled=True, models=True)`: a jitted step, a `lax` loop,
+        `model.apply(params, x)`, or a function of the file that makes such a call), a call
+        of a Module (`model(x)` with `model = eqx.nn.MLP(...)`), or a call given one
+        (`loss_fn(model, batch)`: `_pytrees.classify`), or a library call that runs compiled
+        work (`runs_library_step`: `solver.update(w, state)` of jaxopt). A loop of eager ops only (`jnp`
+        calls, an unjitted `grad` of a function of them) is bound by Python dispatching them
+        one by one: the device keeps up, and a wait there holds up the last op, not a step."""
+        from ._pytrees import Value, classify
+
+        path = tuple(ancestors)
+        if self.loop_dispatches(loop, path, compiled=True, models=True):
+            return True
+        models = (Value.MODULE, Value.NNX)
+        for node, node_path in _per_iteration(loop, path):
+            if not isinstance(node, cst.Call):
+                continue
+            inside = (*node_path, node)
+            if self.runs_library_step(node, node_path):
+                return True
+            if classify(self.ctx, node.func, inside) in models:
+                return True
+            if any(not a.star and classify(self.ctx, a.value, (*inside, a)) in models for a in node.args):
                 return True
         return False
 
@@ -577,15 +605,24 @@ class DeviceIndex:
         """Whether `call` runs a library's whole solve, simulation or sampling run
         (`library.toml`'s `solver-runs`): `diffrax.diffeqsolve(...)`, or `solver.run(x0)` where
         every binding of `solver` calls a solver class (`solver = jaxopt.LBFGS(fun)`)."""
+        return self._library_call(call, ancestors, _jaxapi.is_solver_run)
+
+    def runs_library_step(self, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
+        """Whether `call` runs compiled work that a library jits itself: a whole run
+        (`runs_solver`) or one step of a solver (`solver.update(w, state)` with `solver =
+        jaxopt.GradientDescent(fun)`: `library.toml`'s `compiled-steps`)."""
+        return self._library_call(call, ancestors, _jaxapi.is_compiled_step)
+
+    def _library_call(self, call: cst.Call, ancestors: Sequence[cst.CSTNode], matches: Callable[[str], bool]) -> bool:
         path = tuple(ancestors)
         name = self.ctx.resolve(call.func, path, anchor=call)
         if name is not None:
-            return _jaxapi.is_solver_run(name)
+            return matches(name)
         func = call.func
         if not isinstance(func, cst.Attribute):
             return False
         makers = self.makers(func.value, path)
-        return bool(makers) and all(m is not None and _jaxapi.is_solver_run(f"{m}.{func.attr.value}") for m in makers)
+        return bool(makers) and all(m is not None and matches(f"{m}.{func.attr.value}") for m in makers)
 
     def makers(self, holder: cst.BaseExpression, path: Sequence[cst.CSTNode]) -> list[str | None] | None:
         """The qualified name of what each binding of `holder` calls to make it (`env =

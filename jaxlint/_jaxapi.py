@@ -55,6 +55,7 @@ __all__ = [
     "STORING_METHODS",
     "is_tree_util",
     "is_host_consumer",
+    "is_compiled_step",
     "is_solver_run",
     "is_host_copy",
     "IN_PLACE_JIT",
@@ -250,6 +251,7 @@ _HOST_NUMPY_REEXPORTS = _names("not-array-functions")
 _TREE_UTIL_MODULES = _prefixes("tree-util-modules")
 _HOST_CONSUMERS = _prefixes("host-consumers")
 _SOLVER_RUNS = _prefixes("solver-runs")
+_COMPILED_STEPS = _prefixes("compiled-steps")
 
 
 def is_host_copy(qualified_name: str) -> bool:
@@ -288,6 +290,13 @@ def is_solver_run(name: str) -> bool:
     """Whether calling `name` runs a whole solve, simulation or sampling run of many device
     steps (`diffrax.diffeqsolve`, `jaxopt.LBFGS.run`: the `solver-runs` table)."""
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in _SOLVER_RUNS)
+
+
+def is_compiled_step(name: str) -> bool:
+    """Whether calling `name` runs compiled device work the library jits itself: a whole
+    solve (`is_solver_run`) or one step of one (`jaxopt.GradientDescent.update`: the
+    `compiled-steps` table)."""
+    return is_solver_run(name) or any(fnmatch.fnmatchcase(name, pattern) for pattern in _COMPILED_STEPS)
 
 
 def is_host_consumer(name: str) -> bool:

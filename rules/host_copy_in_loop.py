@@ -101,7 +101,13 @@ to the device, in loops whose only device work is the few array ops inside the c
 (`stats.append(jnp.max(batch).item())` over batches already made: nothing else is in flight
 for the copy to hold up; not a compiled call, a model or a function of the file inside the
 copy, nor a slice per item of a device array made before the loop, which one copy before the
-loop would replace: `ctx.device.works_besides`), and inside jitted or otherwise traced code. It also stays silent for a list of
+loop would replace: `ctx.device.works_besides`), in loops whose device work is eager ops only
+(no jitted function, `lax` loop or model's forward, no call of a Module or given one, no
+library call that jits its own work such as a jaxopt solver's `update`:
+`ctx.device.loop_computes`; a toy regression's unjitted `grad` step, a simulation stepped
+with `jnp` ops) unless the copy reads a device value made before the loop: Python dispatches
+eager ops one by one and the device keeps up, so the copy waits for the last op, not for a
+step queued behind it (missing-jit reports the eager work; jitted, the copy is reported), and inside jitted or otherwise traced code. It also stays silent for a list of
 Python values built to be used where Python values are needed right after
 (`sizes = [int(n[i]) for i in range(dim)]`, then `jnp.arange(-s, s + 1)` for each, or
 `jnp.zeros(sizes)`), in loops whose header says they run few times (`range(16)`,
@@ -311,6 +317,8 @@ class HostCopyInLoop(Rule):
             if _fresh(ctx, value, value_path, loop, inner) and ctx.device.loop_dispatches(loop, loop_path, calls_only=calls_only):
                 if not display and self._only_own_work(node, path, loop, loop_path):
                     continue  # `float(jnp.max(batch))` per item: nothing else for the device to do
+                if not ctx.device.loop_computes(loop, loop_path) and not _reads_earlier_result(ctx, value, value_path, loop):
+                    continue  # eager ops only: Python dispatch bounds the loop, not the device
                 if self._waits_anyway(loop, loop_path) or self._per_outer_iteration(loop, loop_path, path):
                     return None
                 if self._logs_results(node, value, value_path, loop, loop_path) or _copied_before(ctx, node, value, loop, loop_path):
@@ -1058,6 +1066,19 @@ def _slice_of_earlier_result(ctx, value: cst.BaseExpression, loop: Loop) -> str 
     if base.value in ctx.loop_bindings(loop):
         return None
     return base.value
+
+
+def _reads_earlier_result(ctx, value: cst.BaseExpression, value_path: list[cst.CSTNode], loop: Loop) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the copied `value` reads a device value made before `loop` (`int(totals[i])`,
+    `np.array(acts[key][i])` through `layer_act = acts[key][i]`): one copy before the loop
+    would replace the loop's copies, however little device work the loop does."""
+    if _slice_of_earlier_result(ctx, value, loop) is not None or _iterated_device_array(ctx, value, loop) is not None:
+        return True
+    bound = ctx.loop_bindings(loop)
+    return any(
+        isinstance(inner, cst.Name) and inner.value not in bound and ctx.device.holds(inner, inner_path)
+        for inner, inner_path in walk_with_paths(value, value_path)
+    )
 
 
 def _copied_before(ctx, node: cst.CSTNode, value: cst.BaseExpression, loop: Loop, loop_path: list[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]
