@@ -56,13 +56,17 @@ def statement_of(path: list[cst.CSTNode]) -> cst.CSTNode | None:
 
 
 def ends_timing(ctx: FileContext, path: list[cst.CSTNode]) -> bool:
-    """Whether the statement at the end of `path` sits between two reads of a clock in its
-    block: a clock started earlier in the block (`start = time.perf_counter()`), then this
-    statement, then at once the second read (`end = time.perf_counter()`, or
-    `elapsed = time.perf_counter() - start`). A copy there (`energy = float(out[0])`) is the
-    wait a timing needs before its second read (unsynced-timing asks for one), not a stall to
-    remove: moving it after the loop would time the dispatch. A clock read that is not such an
-    assignment (a throughput printed from a clock started before the loop) does not count."""
+    """Whether the statement at the end of `path` is the last wait before a clock read that
+    ends a timing: a clock started earlier in its block (`start = time.perf_counter()`), then
+    this statement, then the end read, with nothing but host bookkeeping between (statements
+    that call nothing): `end = time.perf_counter()`, `elapsed = time.perf_counter() - start`,
+    `total += time.perf_counter() - start`, also as the first statement of a branch of an `if`
+    that tests without calling (`if step == 0: first = time() - start` / `else: total +=
+    time() - start`). A copy there (`energy = float(out[0])`, a loss formatted into a
+    progress bar) is the wait the timing needs before its read (unsynced-timing asks for
+    one), not a stall to remove: deferring it would time the dispatch. A clock read that is
+    not such an end (a throughput printed from a clock started before the loop, a restart of
+    the same clock) does not count."""
     from ._timing import is_timer_read
 
     statement = statement_of(path)
@@ -74,31 +78,64 @@ def ends_timing(ctx: FileContext, path: list[cst.CSTNode]) -> bool:
         return False
     body = list(block.body)
     position = next((i for i, n in enumerate(body) if n is statement), None)
-    if position is None or position + 1 >= len(body):
+    if position is None:
         return False
     around = list(path[:index])
 
-    def clock_read(line: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
-        """`NAME = <clock read>...` as (NAME, the value), else None."""
+    def clock(expr: cst.BaseExpression, where: list[cst.CSTNode]) -> bool:
+        return isinstance(expr, cst.Call) and is_timer_read(ctx, expr, where)
+
+    def started_clock(line: cst.CSTNode) -> str | None:
+        """`NAME = <clock read>` as NAME, else None."""
         if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
             return None
         small = line.body[0]
-        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
-            return None
-        value = small.value
-        read = value.left if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Subtract) else value
-        if not (isinstance(read, cst.Call) and is_timer_read(ctx, read, [*around, line, small, value])):
-            return None
-        return small.targets[0].target.value, value
+        if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+            if clock(small.value, [*around, line, small]):
+                return small.targets[0].target.value
+        return None
 
-    end = clock_read(body[position + 1])
-    if end is None:
+    started = {name for line in body[:position] if (name := started_clock(line)) is not None}
+    if not started:
         return False
-    started = {read[0] for line in body[:position] if (read := clock_read(line)) is not None and not isinstance(read[1], cst.BinaryOperation)}
-    value = end[1]
-    if isinstance(value, cst.BinaryOperation):
-        return isinstance(value.right, cst.Name) and value.right.value in started
-    return bool(started)
+
+    def ends(line: cst.CSTNode, where: list[cst.CSTNode]) -> bool | None:
+        """Whether `line` ends a started clock (True), is host bookkeeping to read past
+        (None), or may wait or dispatch (False)."""
+        if isinstance(line, cst.If):
+            if any(isinstance(n, cst.Call) for n in iter_subtree(line.test)):
+                return False
+            branches: list[cst.BaseSuite] = []
+            branch: cst.If | cst.Else | None = line
+            while branch is not None:
+                branches.append(branch.body)
+                branch = branch.orelse if isinstance(branch, cst.If) else None
+            firsts = [b.body[0] for b in branches if isinstance(b, cst.IndentedBlock) and b.body]
+            return True if any(ends(first, [*where, line]) is True for first in firsts) else False
+        if not isinstance(line, cst.SimpleStatementLine):
+            return False
+        calls = [n for n in iter_subtree(line) if isinstance(n, cst.Call)]
+        if not calls:
+            return None
+        name = started_clock(line)
+        if name is not None:
+            return name not in started  # `end = time.perf_counter()`, not a restart of `start`
+        for node in iter_subtree(line):
+            if (
+                isinstance(node, cst.BinaryOperation)
+                and isinstance(node.operator, cst.Subtract)
+                and isinstance(node.right, cst.Name)
+                and node.right.value in started
+                and clock(node.left, [*where, line])
+            ):
+                return True
+        return False
+
+    for line in body[position + 1 : position + 4]:
+        verdict = ends(line, around)
+        if verdict is not None:
+            return verdict
+    return False
 
 
 def needed_now(ctx: FileContext, node: cst.Call, path: list[cst.CSTNode] | None = None) -> bool:

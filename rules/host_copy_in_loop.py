@@ -264,6 +264,8 @@ class HostCopyInLoop(Rule):
                 return
 
     def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
+        if ends_timing(self.ctx, self.ctx.path_to(node)):
+            return  # formatted into a progress bar, then `total += time() - t0`: the timing's wait
         loop = self._repeating_loop(node, node.expression, display=True)
         if loop is not None:
             text = self.ctx.module.code_for_node(node.expression)
