@@ -1077,10 +1077,17 @@ def _reads_earlier_result(ctx, value: cst.BaseExpression, value_path: list[cst.C
     if _slice_of_earlier_result(ctx, value, loop) is not None or _iterated_device_array(ctx, value, loop) is not None:
         return True
     bound = ctx.loop_bindings(loop)
-    return any(
-        isinstance(inner, cst.Name) and inner.value not in bound and ctx.device.holds(inner, inner_path)
-        for inner, inner_path in walk_with_paths(value, value_path)
-    )
+    # Names read as they are, or sliced and compared (`scores[:, c] > 0.5`); not the
+    # arguments of a call, which computes a new value (`float(loss_fn(params, x))`).
+    stack = [(value, list(value_path))]
+    while stack:
+        node, node_path = stack.pop()
+        if isinstance(node, cst.Name):
+            if node.value not in bound and ctx.device.holds(node, node_path):
+                return True
+        elif not isinstance(node, (cst.Call, cst.Lambda, *_COMPREHENSIONS)):
+            stack.extend((child, [*node_path, node]) for child in node.children)
+    return False
 
 
 def _copied_before(ctx, node: cst.CSTNode, value: cst.BaseExpression, loop: Loop, loop_path: list[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]
