@@ -139,7 +139,10 @@ class FileContext:
     def _lookup(self, head: str, path: Sequence[cst.CSTNode]) -> str | None:
         """What `head`, read at the end of `path`, was imported as (None: not an import)."""
         scope = self._binding_scope(head, path)
-        return None if scope is None else scope.lookup(head)[1]
+        if scope is None:
+            # Bound nowhere in the file: a project callable a `from pkg import *` brings in
+            return self.project.star_imported(head, self.module_name) if self.project is not None else None
+        return scope.lookup(head)[1]
 
     def _binding_scope(self, head: str, path: Sequence[cst.CSTNode]) -> Scope | None:
         owner = self.binding_owner(head, path)

@@ -550,6 +550,20 @@ class Project:
         """Whether `name` (as imported into `module`) is a Module class of the project."""
         return bool(self._modules) and self.canonical(self._absolute(name, module)) in self._modules
 
+    def star_imported(self, name: str, module: str | None) -> str | None:
+        """What the bare `name`, bound nowhere in `module`, refers to: a callable of the
+        project that one of the module's top-level `from x import *` brings in (`from
+        jaxdiffusion import *`, then `train_step(...)`: `jaxdiffusion.steps.train_step`),
+        followed through re-exports; None when no star import of the module brings in one
+        the summaries know."""
+        if module is None or module not in self._stars or name.startswith("_"):
+            return None
+        found = self._starred(f"{module}.{name}")
+        if found is None:
+            return None
+        found = self.canonical(found)
+        return found if self._defines(found) else None
+
     def _starred(self, name: str) -> str | None:
         """`module.attr` as the module's `from x import *` brings it in, if one does."""
         module, _, attribute = name.rpartition(".")
