@@ -476,3 +476,51 @@ def test_a_function_behind_an_unknown_decorator_returns_unknown_values() -> None
         "jit": True,
         "undecorated": True,
     }
+
+
+def test_loop_computes_needs_compiled_work_a_model_or_a_library_step() -> None:
+    source = textwrap.dedent(
+        """
+        import equinox as eqx
+        import jax
+        import jax.numpy as jnp
+        import jaxopt
+
+        @jax.jit
+        def step(w, x):
+            return w - 0.1 * x.mean(), jnp.mean(x)
+
+        def loss(w, x):
+            return jnp.mean((x @ w) ** 2)
+
+        grad_loss = jax.grad(loss)
+
+        def run(w, xs, key):
+            for x in xs:
+                w, l = step(w, x)
+            for x in xs:
+                w = w - 0.1 * grad_loss(w, x)
+            for x in xs:
+                y = jnp.sin(x) + 1.0
+            model = eqx.nn.MLP(2, 2, 8, 2, key=key)
+            for x in xs:
+                y = model(x)
+            for x in xs:
+                y = jax.lax.fori_loop(0, 10, lambda i, v: v + 1, x)
+            solver = jaxopt.GradientDescent(fun=loss)
+            state = solver.init_state(w, xs[0])
+            for x in xs:
+                w, state = solver.update(w, state, x)
+        """
+    )
+    module = cst.parse_module(source)
+    ctx = FileContext("<test>", source, module)
+    found: list[bool] = []
+
+    def visit(loop: cst.CSTNode) -> None:
+        found.append(ctx.device.loop_computes(loop, list(ctx.ancestors)))
+
+    walk(module, {cst.For: [visit]}, {}, ctx.ancestors)
+    # a jitted step; an unjitted grad of eager ops; eager ops; a Module's forward; a lax loop;
+    # a jaxopt solver's update (jitted by the library)
+    assert found == [True, False, False, True, True, True]

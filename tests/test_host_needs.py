@@ -136,6 +136,15 @@ def _ends(body: str) -> bool:
         ("for x in xs:\n    t0 = time.time()\n    v = float(f(x))\n    log(v)\n    t1 = time.time()\n", False),
         # the difference is from another clock than the one started here
         ("for x in xs:\n    t0 = time.time()\n    v = float(f(x))\n    dt = time.time() - start\n", False),
+        # host bookkeeping that calls nothing, then the read summed into a total
+        ("for x in xs:\n    t0 = time.time()\n    v = float(f(x))\n    n += 1\n    total += time.time() - t0\n", True),
+        # the read as the first statement of an if/else branch whose test calls nothing
+        ("for i, x in enumerate(xs):\n    t0 = time.time()\n    v = float(f(x))\n    if i == 0:\n"
+         "        first = time.time() - t0\n    else:\n        rest += time.time() - t0\n", True),
+        # ... but not when the test calls something (it may wait or dispatch)
+        ("for x in xs:\n    t0 = time.time()\n    v = float(f(x))\n    if check(x):\n        dt = time.time() - t0\n", False),
+        # a restart of the same clock is not an end
+        ("for x in xs:\n    t0 = time.time()\n    v = float(f(x))\n    t0 = time.time()\n", False),
     ],
 )
 def test_ends_timing(body: str, ends: bool) -> None:
