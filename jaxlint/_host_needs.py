@@ -59,10 +59,11 @@ def ends_timing(ctx: FileContext, path: list[cst.CSTNode]) -> bool:
     """Whether the statement at the end of `path` is the last wait before a clock read that
     ends a timing: a clock started earlier in its block (`start = time.perf_counter()`), then
     this statement, then the end read, with nothing but host bookkeeping between (statements
-    that call nothing): `end = time.perf_counter()`, `elapsed = time.perf_counter() - start`,
-    `total += time.perf_counter() - start`, also as the first statement of a branch of an `if`
-    that tests without calling (`if step == 0: first = time() - start` / `else: total +=
-    time() - start`). A copy there (`energy = float(out[0])`, a loss formatted into a
+    that call nothing), in a statement that calls nothing but the clock and a list's `append`:
+    `end = time.perf_counter()`, `elapsed = time.perf_counter() - start`, `total +=
+    time.perf_counter() - start`, `times.append(time.perf_counter() - start)`; also as the
+    first statement of a branch of an `if` that tests without calling (`if step == 0: first
+    = time() - start` / `else: total += time() - start`). A copy there (`energy = float(out[0])`, a loss formatted into a
     progress bar) is the wait the timing needs before its read (unsynced-timing asks for
     one), not a stall to remove: deferring it would time the dispatch. A clock read that is
     not such an end (a throughput printed from a clock started before the loop, a restart of
@@ -117,6 +118,8 @@ def ends_timing(ctx: FileContext, path: list[cst.CSTNode]) -> bool:
         calls = [n for n in iter_subtree(line) if isinstance(n, cst.Call)]
         if not calls:
             return None
+        if not all(clock(c, [*where, line]) or _appends(c) for c in calls):
+            return False  # `writer.add_scalar("sps", n / (time() - t0))`: more than a timing
         name = started_clock(line)
         if name is not None:
             return name not in started  # `end = time.perf_counter()`, not a restart of `start`
@@ -136,6 +139,11 @@ def ends_timing(ctx: FileContext, path: list[cst.CSTNode]) -> bool:
         if verdict is not None:
             return verdict
     return False
+
+
+def _appends(call: cst.Call) -> bool:
+    """`times.append(...)`: a list's append, which stores and waits for nothing."""
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"
 
 
 def needed_now(ctx: FileContext, node: cst.Call, path: list[cst.CSTNode] | None = None) -> bool:

@@ -105,9 +105,10 @@ loop would replace: `ctx.device.works_besides`), in loops whose device work is e
 (no jitted function, `lax` loop or model's forward, no call of a Module or given one, no
 library call that jits its own work such as a jaxopt solver's `update`:
 `ctx.device.loop_computes`; a toy regression's unjitted `grad` step, a simulation stepped
-with `jnp` ops) unless the copy reads a device value made before the loop: Python dispatches
-eager ops one by one and the device keeps up, so the copy waits for the last op, not for a
-step queued behind it (missing-jit reports the eager work; jitted, the copy is reported), and inside jitted or otherwise traced code. It also stays silent for a list of
+with `jnp` ops, slices of a result finished before the loop copied item by item): Python
+dispatches eager ops one by one and the device keeps up, so a copy waits for the last op, not
+for a step queued behind it (missing-jit reports the eager work; jitted, the copy is
+reported), and inside jitted or otherwise traced code. It also stays silent for a list of
 Python values built to be used where Python values are needed right after
 (`sizes = [int(n[i]) for i in range(dim)]`, then `jnp.arange(-s, s + 1)` for each, or
 `jnp.zeros(sizes)`), in loops whose header says they run few times (`range(16)`,
@@ -319,7 +320,7 @@ class HostCopyInLoop(Rule):
             if _fresh(ctx, value, value_path, loop, inner) and ctx.device.loop_dispatches(loop, loop_path, calls_only=calls_only):
                 if not display and self._only_own_work(node, path, loop, loop_path):
                     continue  # `float(jnp.max(batch))` per item: nothing else for the device to do
-                if not ctx.device.loop_computes(loop, loop_path) and not _reads_earlier_result(ctx, value, value_path, loop):
+                if not ctx.device.loop_computes(loop, loop_path):
                     continue  # eager ops only: Python dispatch bounds the loop, not the device
                 if self._waits_anyway(loop, loop_path) or self._per_outer_iteration(loop, loop_path, path):
                     return None
@@ -1068,26 +1069,6 @@ def _slice_of_earlier_result(ctx, value: cst.BaseExpression, loop: Loop) -> str 
     if base.value in ctx.loop_bindings(loop):
         return None
     return base.value
-
-
-def _reads_earlier_result(ctx, value: cst.BaseExpression, value_path: list[cst.CSTNode], loop: Loop) -> bool:  # type: ignore[no-untyped-def]
-    """Whether the copied `value` reads a device value made before `loop` (`int(totals[i])`,
-    `np.array(acts[key][i])` through `layer_act = acts[key][i]`): one copy before the loop
-    would replace the loop's copies, however little device work the loop does."""
-    if _slice_of_earlier_result(ctx, value, loop) is not None or _iterated_device_array(ctx, value, loop) is not None:
-        return True
-    bound = ctx.loop_bindings(loop)
-    # Names read as they are, or sliced and compared (`scores[:, c] > 0.5`); not the
-    # arguments of a call, which computes a new value (`float(loss_fn(params, x))`).
-    stack = [(value, list(value_path))]
-    while stack:
-        node, node_path = stack.pop()
-        if isinstance(node, cst.Name):
-            if node.value not in bound and ctx.device.holds(node, node_path):
-                return True
-        elif not isinstance(node, (cst.Call, cst.Lambda, *_COMPREHENSIONS)):
-            stack.extend((child, [*node_path, node]) for child in node.children)
-    return False
 
 
 def _copied_before(ctx, node: cst.CSTNode, value: cst.BaseExpression, loop: Loop, loop_path: list[cst.CSTNode]) -> bool:  # type: ignore[no-untyped-def]

@@ -143,6 +143,9 @@ def _ends(body: str) -> bool:
          "        first = time.time() - t0\n    else:\n        rest += time.time() - t0\n", True),
         # ... but not when the test calls something (it may wait or dispatch)
         ("for x in xs:\n    t0 = time.time()\n    v = float(f(x))\n    if check(x):\n        dt = time.time() - t0\n", False),
+        # a list of times, not a call that does more with the elapsed time
+        ("for x in xs:\n    t0 = time.time()\n    v = float(f(x))\n    times.append(time.time() - t0)\n", True),
+        ("for x in xs:\n    t0 = time.time()\n    v = float(f(x))\n    log(\"rate\", 1 / (time.time() - t0))\n", False),
         # a restart of the same clock is not an end
         ("for x in xs:\n    t0 = time.time()\n    v = float(f(x))\n    t0 = time.time()\n", False),
     ],
