@@ -170,6 +170,7 @@ class DeviceIndex:
         self._defs: dict[int, dict[str, list[cst.FunctionDef]]] = {}
         self._runs_compiled: dict[tuple[int, int, bool], bool] = {}
         self._work_loops: dict[tuple[int, int], bool] = {}
+        self._computes: dict[int, bool] = {}  # loop_computes, per loop
         # (class, attribute) -> the classes `self.attribute` is made from (`_instances`)
         self._attribute_calls: dict[tuple[int, str], list[tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]]] | None] = {}
 
@@ -250,12 +251,18 @@ class DeviceIndex:
         `model.apply(params, x)`, or a function of the file that makes such a call), a call
         of a Module (`model(x)` with `model = eqx.nn.MLP(...)`), or a call given one
         (`loss_fn(model, batch)`: `_pytrees.classify`), or a library call that runs compiled
-        work (`runs_library_step`: `solver.update(w, state)` of jaxopt). A loop of eager ops only (`jnp`
-        calls, an unjitted `grad` of a function of them) is bound by Python dispatching them
-        one by one: the device keeps up, and a wait there holds up the last op, not a step."""
+        work (`runs_library_step`: `solver.update(w, state)` of jaxopt). A loop of eager ops
+        only (`jnp` calls, an unjitted `grad` of a function of them) is bound by Python
+        dispatching them one by one: the device keeps up, and a wait there holds up the last
+        op, not a step. Computed once per loop (every copy in it asks)."""
+        cached = self._computes.get(id(loop))
+        if cached is None:
+            cached = self._computes[id(loop)] = self._loop_computes(loop, tuple(ancestors))
+        return cached
+
+    def _loop_computes(self, loop: cst.CSTNode, path: tuple[cst.CSTNode, ...]) -> bool:
         from ._pytrees import Value, classify
 
-        path = tuple(ancestors)
         if self.loop_dispatches(loop, path, compiled=True, models=True):
             return True
         models = (Value.MODULE, Value.NNX)

@@ -63,9 +63,9 @@ def ends_timing(ctx: FileContext, path: list[cst.CSTNode]) -> bool:
     `end = time.perf_counter()`, `elapsed = time.perf_counter() - start`, `total +=
     time.perf_counter() - start`, `times.append(time.perf_counter() - start)`; also as the
     first statement of a branch of an `if` that tests without calling (`if step == 0: first
-    = time() - start` / `else: total += time() - start`). A copy there (`energy = float(out[0])`, a loss formatted into a
-    progress bar) is the wait the timing needs before its read (unsynced-timing asks for
-    one), not a stall to remove: deferring it would time the dispatch. A clock read that is
+    = time() - start` / `else: total += time() - start`). A copy there (`energy =
+    float(out[0])`, a loss formatted into a progress bar) is the wait the timing needs before
+    its read (unsynced-timing asks for one), not a stall to remove: deferring it would time the dispatch. A clock read that is
     not such an end (a throughput printed from a clock started before the loop, a restart of
     the same clock) does not count."""
     from ._timing import is_timer_read
@@ -112,7 +112,7 @@ def ends_timing(ctx: FileContext, path: list[cst.CSTNode]) -> bool:
                 branches.append(branch.body)
                 branch = branch.orelse if isinstance(branch, cst.If) else None
             firsts = [b.body[0] for b in branches if isinstance(b, cst.IndentedBlock) and b.body]
-            return True if any(ends(first, [*where, line]) is True for first in firsts) else False
+            return any(ends(first, [*where, line]) is True for first in firsts)
         if not isinstance(line, cst.SimpleStatementLine):
             return False
         calls = [n for n in iter_subtree(line) if isinstance(n, cst.Call)]
