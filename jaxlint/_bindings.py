@@ -66,6 +66,7 @@ class BindingIndex:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self._by_scope: dict[int, dict[str, list[Binding]]] = {}
+        self._attributes: dict[tuple[int, str], list[Binding]] = {}
 
     def scope_of(self, name: str, path: Sequence[cst.CSTNode]) -> cst.CSTNode | None:
         """The def, lambda, class, comprehension or module that binds `name` as read at the
@@ -83,11 +84,97 @@ class BindingIndex:
             table = self._by_scope[id(scope)] = _scan(scope, self._path_to(scope, path))
         return table.get(name, [])
 
+    def of_attribute(self, attribute: cst.Attribute, path: Sequence[cst.CSTNode]) -> list[Binding] | None:
+        """Every binding of `self.attr`, read at the end of `path` in a method of a class: the
+        class body's `attr: T` / `attr = v` (a dataclass or Module field) and each method's
+        `self.attr = v`, `self.attr: T = v`, `self.attr += v` and `self.a, self.attr = u, v`,
+        each with the ancestors of its statement. None when `attribute` is not read through
+        the method's first parameter (`self`, `cls`) or no class holds the method."""
+        holder = attribute.value
+        if not isinstance(holder, cst.Name):
+            return None
+        index = next((i for i in range(len(path) - 1, -1, -1) if isinstance(path[i], cst.FunctionDef)), None)
+        # the method: a def directly in a class body (ClassDef -> IndentedBlock -> FunctionDef)
+        if index is None or index < 2 or not isinstance(path[index - 2], cst.ClassDef):
+            return None
+        method = path[index]
+        assert isinstance(method, cst.FunctionDef)
+        first = (*method.params.posonly_params, *method.params.params)
+        if not first or first[0].name.value != holder.value:
+            return None
+        owner = path[index - 2]
+        assert isinstance(owner, cst.ClassDef)
+        key = (id(owner), attribute.attr.value)
+        found = self._attributes.get(key)
+        if found is None:
+            found = self._attributes[key] = _attribute_bindings(owner, tuple(path[: index - 2]), attribute.attr.value)
+        return found
+
     def _path_to(self, scope: cst.CSTNode, path: Sequence[cst.CSTNode]) -> list[cst.CSTNode]:
         for index, node in enumerate(path):
             if node is scope:
                 return list(path[:index])
         return []
+
+
+def _attribute_bindings(owner: cst.ClassDef, outer: tuple[cst.CSTNode, ...], name: str) -> list[Binding]:
+    """The bindings of attribute `name` of the class `owner` (whose ancestors are `outer`):
+    its fields, and what its methods assign through their first parameter."""
+    found: list[Binding] = []
+    body_path = (*outer, owner, owner.body)
+    for statement in owner.body.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                inner = (*body_path, statement)
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == name:
+                    found.append(Binding(Kind.ASSIGN, small, inner, value=small.value, annotation=small.annotation.annotation))
+                elif isinstance(small, cst.Assign):
+                    for target in small.targets:
+                        if isinstance(target.target, cst.Name) and target.target.value == name:
+                            found.append(Binding(Kind.ASSIGN, small, inner, value=small.value))
+            continue
+        if not isinstance(statement, cst.FunctionDef):
+            continue
+        params = (*statement.params.posonly_params, *statement.params.params)
+        if not params:
+            continue
+        receiver = params[0].name.value
+
+        def assigned(target: cst.BaseExpression) -> bool:
+            return (
+                isinstance(target, cst.Attribute)
+                and target.attr.value == name
+                and isinstance(target.value, cst.Name)
+                and target.value.value == receiver
+            )
+
+        stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(statement.body, (*body_path, statement))]
+        while stack:
+            node, path = stack.pop()
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue  # another scope: its `self` is not this method's
+            if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                annotation = node.annotation.annotation if isinstance(node, cst.AnnAssign) else None
+                kind = Kind.AUGMENT if isinstance(node, cst.AugAssign) else Kind.ASSIGN
+                for target in targets:
+                    if assigned(target):
+                        found.append(Binding(kind, node, path, value=node.value, annotation=annotation))
+                    elif isinstance(target, (cst.Tuple, cst.List)):
+                        elements = target.elements
+                        starred = any(isinstance(e, cst.StarredElement) for e in elements)
+                        for position, element in enumerate(elements):
+                            if assigned(element.value):
+                                value = node.value
+                                matched = None
+                                if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(elements) and not starred:
+                                    matched = value.elements[position].value
+                                found.append(Binding(kind, node, path, value=matched, source=value,
+                                                     index=None if starred else position))  # fmt: skip
+                continue
+            inner = (*path, node)
+            stack.extend((child, inner) for child in iter_children(node))
+    return found
 
 
 def _scan(scope: cst.CSTNode, outer: list[cst.CSTNode]) -> dict[str, list[Binding]]:

@@ -100,6 +100,10 @@ def classify(ctx: FileContext, expr: cst.BaseExpression, path: Sequence[cst.CSTN
         return Value.SCALAR if kinds == {Value.SCALAR} else Value.UNKNOWN
     if isinstance(expr, cst.Call):
         return _classify_call(ctx, expr, path, depth)
+    if isinstance(expr, cst.Attribute):
+        # `self.model`: what the class's fields and methods set it to
+        bindings = ctx.bindings.of_attribute(expr, path)
+        return _classify_bindings(ctx, bindings, depth) if bindings else Value.UNKNOWN
     if isinstance(expr, cst.IfExp):
         # `ema_model if use_ema else model`: either branch, as for a name bound on two paths
         kinds = [classify(ctx, branch, [*path, expr], depth + 1) for branch in (expr.body, expr.orelse)]
@@ -135,7 +139,12 @@ def declared_by_callee(ctx: FileContext, call: cst.Call, arg: cst.Arg, path: Seq
 
 
 def _classify_name(ctx: FileContext, name: cst.Name, path: Sequence[cst.CSTNode], depth: int) -> Value:
-    bindings = ctx.bindings.of(name.value, [*path, name])
+    return _classify_bindings(ctx, ctx.bindings.of(name.value, [*path, name]), depth)
+
+
+def _classify_bindings(ctx: FileContext, bindings: Sequence[Binding], depth: int) -> Value:
+    """What a name or attribute bound by `bindings` holds: a Module, optimizer state or
+    pytree if one binding makes one, else the kind every binding agrees on."""
     if not bindings:
         return Value.UNKNOWN
     kinds = [_classify_binding(ctx, b, depth) for b in bindings]
@@ -266,6 +275,8 @@ def _classify_annotation(ctx: FileContext, annotation: cst.BaseExpression, path:
     if resolved is not None:
         if resolved == "equinox.Module" or (resolved.startswith("equinox.nn.") and resolved.rsplit(".", 1)[-1][:1].isupper()):
             return Value.MODULE
+        if resolved.startswith("flax.nnx.") and resolved.rsplit(".", 1)[-1][:1].isupper():
+            return Value.NNX  # `model: nnx.Module`, `optimizer: nnx.Optimizer`
         if resolved in ("optax.GradientTransformation", "optax.GradientTransformationExtraArgs"):
             return Value.OPTIMIZER
         if resolved in ("optax.OptState", "optax.ScaleByAdamState"):

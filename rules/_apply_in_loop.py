@@ -17,6 +17,7 @@ from jaxlint._bindings import Kind
 from jaxlint._callgraph import Mode, in_test, runs_many_times
 from jaxlint._guards import has_modulo, thinning_guard
 from jaxlint._frequency import integer_value
+from jaxlint._scope import dotted_name
 from jaxlint._walk import iter_children
 from jaxlint._device import looks_like_variables
 from jaxlint._frequency import loop_evidence
@@ -137,18 +138,20 @@ def _module_finding(ctx: FileContext, found: ApplyCall) -> ApplyFinding | None:
     """A Flax NNX or equinox Module called directly in a hot loop (`pred = model((x, t))` in
     a sampler's loop over steps): its whole forward runs eagerly, op by op. The name must
     hold a Module: what `_pytrees` reads it to hold (a Module class of the file or the project
-    built, what every caller passes), or a parameter annotated as one (`model: nnx.Module`)."""
+    built, what every caller passes, a parameter annotated as one: `model: nnx.Module`), or
+    an attribute the class sets to one (`self.model = model` in `__init__`)."""
     func = found.call.func
-    assert isinstance(func, cst.Name)
+    assert isinstance(func, (cst.Name, cst.Attribute))
     path = [*found.ancestors, found.call]
     if not _holds_module(ctx, func, path):
         return None
+    spelled = dotted_name(func) or ""
     many = _hot_loops(ctx, found)
-    if not many or _rebuilt_or_growing(ctx, found, func.value, many) or _rarely(ctx, path, many[-1]):
+    if not many or _rebuilt_or_growing(ctx, found, spelled, many) or _rarely(ctx, path, many[-1]):
         return None
     spelling = "nnx.jit" if _nnx_file(ctx) else "eqx.filter_jit"
     message = (
-        f"`{func.value}(...)` runs the Module's whole forward eagerly, dispatching its operations "
+        f"`{spelled}(...)` runs the Module's whole forward eagerly, dispatching its operations "
         f"one by one from Python, on every iteration of {loop_header(many[-1])}; compile the call "
         f"once (a function decorated with `@{spelling}` that calls the Module)"
     )
@@ -197,18 +200,20 @@ def _nnx_file(ctx: FileContext) -> bool:
     return any(t == "flax.nnx" or t.startswith("flax.nnx.") for t in imports)
 
 
-def _holds_module(ctx: FileContext, func: cst.Name, path: list[cst.CSTNode]) -> bool:
+def _holds_module(ctx: FileContext, func: cst.Name | cst.Attribute, path: list[cst.CSTNode]) -> bool:
     from jaxlint._pytrees import Value, classify
 
     kind = classify(ctx, func, path)
     if kind is Value.NNX or (kind is Value.MODULE and not _nnx_file(ctx)):
         return True
+    if not isinstance(func, cst.Name):
+        return False
     bindings = ctx.bindings.of(func.value, path)
     if len(bindings) != 1 or bindings[0].kind is not Kind.PARAM or bindings[0].annotation is None:
         return False
     annotation = bindings[0].annotation
     resolved = ctx.resolve(annotation, list(bindings[0].path), anchor=annotation)
-    return resolved in ("flax.nnx.Module", "equinox.Module")
+    return resolved == "equinox.Module"
 
 
 def _decorated_def(ctx: FileContext, found: ApplyCall) -> bool:

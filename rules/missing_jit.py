@@ -199,8 +199,8 @@ class MissingJit(Rule):
             loops = self.ctx.loops(node)
             if loops:
                 self._applies.append(ApplyCall(node, list(self.ctx.ancestors), loops))
-        if isinstance(func, cst.Name) and node.args and self._module_file():
-            # `model(x)`: a Flax NNX or equinox Module called directly (`_module_finding`)
+        if (isinstance(func, cst.Name) or _self_attribute(func)) and node.args and self._module_file():
+            # `model(x)`, `self.model(x)`: a Flax NNX or equinox Module called directly (`_module_finding`)
             loops = self.ctx.loops(node)
             if loops:
                 self._applies.append(ApplyCall(node, list(self.ctx.ancestors), loops, module=True))
@@ -425,3 +425,8 @@ def _static_hint(jittability: Jittability) -> str:
         return "compile it with `@jax.jit`"
     names = ", ".join(f"`{n}`" for n in jittability.statics)
     return f"compile it with `jax.jit`, static: {names}"
+
+
+def _self_attribute(func: cst.BaseExpression) -> bool:
+    """`self.model`: an attribute read through a name (the method's receiver, checked later)."""
+    return isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
