@@ -93,21 +93,22 @@ class BindingIndex:
         holder = attribute.value
         if not isinstance(holder, cst.Name):
             return None
-        index = next((i for i in range(len(path) - 1, -1, -1) if isinstance(path[i], cst.FunctionDef)), None)
-        # the method: a def directly in a class body (ClassDef -> IndentedBlock -> FunctionDef)
-        if index is None or index < 2 or not isinstance(path[index - 2], cst.ClassDef):
+        # the innermost class, and its method around the read (ClassDef -> IndentedBlock ->
+        # FunctionDef; the read may sit in a function nested in the method, a closure over it)
+        index = next((i for i in range(len(path) - 1, -1, -1) if isinstance(path[i], cst.ClassDef)), None)
+        if index is None or index + 2 >= len(path) or not isinstance(path[index + 2], cst.FunctionDef):
             return None
-        method = path[index]
+        method = path[index + 2]
         assert isinstance(method, cst.FunctionDef)
         first = (*method.params.posonly_params, *method.params.params)
         if not first or first[0].name.value != holder.value:
             return None
-        owner = path[index - 2]
+        owner = path[index]
         assert isinstance(owner, cst.ClassDef)
         key = (id(owner), attribute.attr.value)
         found = self._attributes.get(key)
         if found is None:
-            found = self._attributes[key] = _attribute_bindings(owner, tuple(path[: index - 2]), attribute.attr.value)
+            found = self._attributes[key] = _attribute_bindings(owner, tuple(path[:index]), attribute.attr.value)
         return found
 
     def _path_to(self, scope: cst.CSTNode, path: Sequence[cst.CSTNode]) -> list[cst.CSTNode]:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import _jaxapi
-from ._nodes import assigns_name, iter_subtree
+from ._nodes import assigns_name
 from ._pytrees import subclasses_module
 from ._scope import dotted_name, target_names
 from ._walk import iter_children
@@ -172,7 +172,6 @@ class DeviceIndex:
         self._work_loops: dict[tuple[int, int], bool] = {}
         self._computes: dict[int, bool] = {}  # loop_computes, per loop
         # (class, attribute) -> the classes `self.attribute` is made from (`_instances`)
-        self._attribute_calls: dict[tuple[int, str], list[tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]]] | None] = {}
 
     # -- public questions -------------------------------------------------------------------
 
@@ -671,44 +670,17 @@ class DeviceIndex:
                     return None
                 calls.append((binding.value.func, (*binding.path, binding.node)))
             return calls
-        if not (isinstance(holder, cst.Attribute) and isinstance(holder.value, cst.Name) and holder.value.value == "self"):
+        if not isinstance(holder, cst.Attribute):
             return None
-        index = next((i for i in range(len(path) - 1, -1, -1) if isinstance(path[i], cst.ClassDef)), None)
-        if index is None:
+        bindings = self.ctx.bindings.of_attribute(holder, path)  # `self.env = gym.make(name)`
+        if bindings is None:
             return None
-        owner = path[index]
-        assert isinstance(owner, cst.ClassDef)
-        attribute = holder.attr.value
-        key = (id(owner), attribute)
-        memo = self._attribute_calls
-        if key in memo:
-            return memo[key]
-        memo[key] = None  # unknown until read
-        for method in owner.body.body:
-            if not isinstance(method, cst.FunctionDef):
-                continue
-            at = (*path[: index + 1], owner.body, method, method.body)
-            for node in iter_subtree(method.body, into_scopes=False):
-                targets: list[cst.BaseExpression] = []
-                if isinstance(node, cst.Assign):
-                    targets = [t.target for t in node.targets]
-                elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-                    targets = [node.target]
-                for target in targets:
-                    elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
-                    for element in elements:
-                        if not (
-                            isinstance(element, cst.Attribute)
-                            and isinstance(element.value, cst.Name)
-                            and element.value.value == "self"
-                            and element.attr.value == attribute
-                        ):
-                            continue
-                        value = getattr(node, "value", None)
-                        if element is not target or not isinstance(node, (cst.Assign, cst.AnnAssign)) or not isinstance(value, cst.Call):
-                            return None
-                        calls.append((value.func, at))
-        memo[key] = calls
+        for binding in bindings:
+            if binding.value is None and isinstance(binding.path[-1], cst.SimpleStatementLine) and isinstance(binding.path[-3], cst.ClassDef):
+                continue  # a field's declaration (`env: Env`), not a value
+            if binding.kind is not Kind.ASSIGN or binding.source is not None or not isinstance(binding.value, cst.Call):
+                return None
+            calls.append((binding.value.func, (*binding.path, binding.node)))
         return calls
 
     def _passed_instances(self, binding: Binding, depth: int) -> list[tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]]] | None:
