@@ -40,7 +40,7 @@ from ._walk import iter_children
 if TYPE_CHECKING:
     from ._context import FileContext
 
-__all__ = ["counters", "counter_test", "has_modulo", "periodic", "periodic_test", "thinning_guard"]
+__all__ = ["counters", "counter_test", "has_modulo", "moduli", "periodic", "periodic_test", "thinning_guard"]
 
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _ORDER = (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
@@ -94,13 +94,21 @@ def _between(path: Sequence[cst.CSTNode], start: int) -> Iterator[tuple[int, cst
 
 def has_modulo(expr: cst.CSTNode) -> bool:
     """`step % every == 0` and the like (not `"%d" % n` string formatting)."""
+    return bool(moduli(expr))
+
+
+def moduli(expr: cst.CSTNode) -> list[cst.BinaryOperation]:
+    """The `a % b` operations in `expr` (not `"%d" % n` string formatting), outermost first."""
+    found: list[cst.BinaryOperation] = []
     stack = [expr]
     while stack:
         node = stack.pop()
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
-            return not isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString))  # not `"%d" % n`
+            if isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+                continue  # `"%d" % n`
+            found.append(node)
         stack.extend(iter_children(node))
-    return False
+    return found
 
 
 def counter_test(test: cst.BaseExpression, loop: cst.CSTNode) -> bool:

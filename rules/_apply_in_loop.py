@@ -15,10 +15,9 @@ import libcst as cst
 
 from jaxlint._bindings import Kind
 from jaxlint._callgraph import Mode, in_test, runs_many_times
-from jaxlint._guards import has_modulo, thinning_guard
+from jaxlint._guards import has_modulo, moduli, thinning_guard
 from jaxlint._frequency import integer_value
 from jaxlint._scope import dotted_name
-from jaxlint._walk import iter_children
 from jaxlint._device import looks_like_variables
 from jaxlint._frequency import loop_evidence
 from jaxlint._context import FileContext, Loop
@@ -176,23 +175,12 @@ def _rarely(ctx: FileContext, path: list[cst.CSTNode], loop: Loop) -> bool:
     often = False  # a guard every few iterations was seen, and no rarer one
     for index, node in guards:
         if isinstance(node, cst.If) and has_modulo(node.test):
-            periods = [integer_value(ctx, op.right, list(path[:index])) for op in _moduli(node.test)]
+            periods = [integer_value(ctx, op.right, list(path[:index])) for op in moduli(node.test)]
             if not periods or not all(p is not None and 0 < p <= _OFTEN for p in periods):
                 return True
             often = True
     # a guard through a name the loop sets (`if should_eval:`), the clock or an `except`: rate unknown
     return not often
-
-
-def _moduli(test: cst.BaseExpression) -> list[cst.BinaryOperation]:
-    found: list[cst.BinaryOperation] = []
-    stack: list[cst.CSTNode] = [test]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
-            found.append(node)
-        stack.extend(iter_children(node))
-    return found
 
 
 def _nnx_file(ctx: FileContext) -> bool:
