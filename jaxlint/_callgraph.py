@@ -81,6 +81,9 @@ _DRIVER_CALLS = frozenset(
     {"print", "open", "input", "time.time", "time.perf_counter", "time.monotonic", "jax.block_until_ready"}
 )
 _DRIVER_PREFIXES = ("tqdm.", "logging.", "absl.logging.", "wandb.", "jax.profiler.", "jax.device_get")
+# ...of which these also run under a trace (a debugging `print` in a forward).
+_DEBUG_OUTPUT = frozenset({"print", "open", "input"})
+_DEBUG_PREFIXES = ("logging.", "absl.logging.")
 # Iterables whose items are a model's parts, not data: loops over them run a fixed, small
 # number of times (a layer stack, a parameter dict).
 _STRUCTURE_WORDS = (
@@ -478,6 +481,12 @@ class CallGraph:
                 if name not in ("object", "ABC", "abc.ABC"):
                     return Mode.UNKNOWN  # a base class of this file or unknown: maybe a Module
             elif resolved.startswith(_MODULE_BASES):
+                # A Module's methods run under its caller's trace, unless the body does what
+                # no trace can: copies a value to the host, waits, reads a clock, draws a
+                # progress bar (a sampler's `for t in tqdm(steps)`; not a `print` or a log
+                # line, which a traced forward may hold for debugging).
+                if not function.name.startswith("__") and self.drives(function, debug_output=False):
+                    return Mode.EAGER
                 return Mode.TRACED
         return Mode.EAGER if self.drives(function) else Mode.UNKNOWN
 
@@ -624,9 +633,10 @@ class CallGraph:
         """How the code around `call` (whose ancestors are `path`) runs."""
         return self.scope_mode(_innermost_scope([*path, call], self.ctx.module), path)
 
-    def drives(self, function: Function) -> bool:
+    def drives(self, function: Function, *, debug_output: bool = True) -> bool:
         """Whether the body has host-side driver code (`print`, `.item()`, `np.asarray`,
-        timers, `tqdm`, file I/O): code that only makes sense run eagerly."""
+        timers, `tqdm`, file I/O): code that only makes sense run eagerly. `debug_output`:
+        count `print`, logging, `open` and `input` too (a traced function may print)."""
         for site in function.body:
             func = site.call.func
             if isinstance(func, cst.Attribute) and func.attr.value in HOST_METHODS:
@@ -639,6 +649,8 @@ class CallGraph:
                 if any(self._is_array_call(inner, site.path, site.call) for inner in _calls_under(site.call)):
                     return True
             if resolved is None:
+                continue
+            if not debug_output and (resolved in _DEBUG_OUTPUT or resolved.startswith(_DEBUG_PREFIXES)):
                 continue
             if resolved in _DRIVER_CALLS or resolved.startswith(_DRIVER_PREFIXES) or is_host_copy(resolved):
                 return True
