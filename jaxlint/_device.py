@@ -126,6 +126,9 @@ class HostCopy:
     # A NumPy function that converts its argument on the way (`np.sum(x)`, `np.argmax(x)`),
     # not a conversion spelled out.
     implicit: bool = False
+    # Every value a call that shows text formats (`print(a, b)`, `"{} {}".format(a, b)`,
+    # `bar.set_postfix(loss=a)`); empty for a copy of one value.
+    shown: tuple[cst.BaseExpression, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -492,7 +495,14 @@ class DeviceIndex:
             kind = _HOST_COPY_METHODS.get(func.attr.value)
             if kind is not None and not call.args:
                 return HostCopy(call, kind, func.value)
-            return None
+            method = func.attr.value
+            if method == "format" and isinstance(func.value, (cst.SimpleString, cst.ConcatenatedString)):
+                shown = tuple(a.value for a in call.args if not a.star)  # `"{:.3f}".format(loss)`
+            elif method in _jaxapi.DISPLAY_METHODS:
+                shown = _shown_values(call)  # `bar.set_postfix(loss=loss)`
+            else:
+                return None
+            return HostCopy(call, f".{method}()", shown[0], shown=shown) if shown else None
         if (
             isinstance(func, cst.Name)
             and func.value in HOST_CONVERSION_BUILTINS | {"print"}
@@ -503,6 +513,9 @@ class DeviceIndex:
         ):
             if func.value != "print" and len(call.args) != 1:
                 return None
+            if func.value == "print":
+                shown = tuple(a.value for a in call.args if a.keyword is None and not a.star)
+                return HostCopy(call, "print()", call.args[0].value, shown=shown)
             return HostCopy(call, f"{func.value}()", call.args[0].value)
         return None
 
@@ -1617,3 +1630,21 @@ def _expressions(root: cst.CSTNode, path: tuple[cst.CSTNode, ...]) -> Iterator[t
             continue
         below = (*ancestors, node)
         stack.extend((child, below) for child in reversed(list(iter_children(node))))
+
+
+def _shown_values(call: cst.Call) -> tuple[cst.BaseExpression, ...]:
+    """What a progress bar's `set_postfix`/`set_description` call turns into text: its
+    keyword values (not `refresh=`), the values of a dict literal it is given, and any other
+    positional argument (a string or a value `str` is called on)."""
+    shown: list[cst.BaseExpression] = []
+    for arg in call.args:
+        if arg.star:
+            continue
+        if arg.keyword is not None:
+            if arg.keyword.value != "refresh":
+                shown.append(arg.value)
+        elif isinstance(arg.value, cst.Dict):
+            shown.extend(e.value for e in arg.value.elements if isinstance(e, cst.DictElement))
+        else:
+            shown.append(arg.value)
+    return tuple(shown)

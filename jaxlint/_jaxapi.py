@@ -45,6 +45,7 @@ __all__ = [
     "BLOCKING",
     "HOST_COPIES",
     "HOST_METHODS",
+    "DISPLAY_METHODS",
     "HOST_BUILTINS",
     "AVERAGES",
     "LIGHT_ARRAY_OPS",
@@ -209,6 +210,7 @@ PLAIN_DECORATORS = _names("plain-decorators")
 # Flax Linen's Module class, as a base names it (`nn.Module` with `from flax import linen as nn`).
 LINEN_MODULES = frozenset({"flax.linen.Module", "flax.linen.module.Module"})
 HOST_METHODS = _names("host-methods")
+DISPLAY_METHODS = _names("display-methods")
 HOST_BUILTINS = _names("host-builtins")
 # Means of a sequence of numbers (`np.mean(times)`): a figure per item.
 AVERAGES = _names("averages")

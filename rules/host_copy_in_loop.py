@@ -2,7 +2,9 @@
 
 Finds a device value copied to the host on every iteration of a loop that also sends work to
 the device: `np.array(x)`, `np.asarray(x)`, `x.item()`, `float(x)`, `int(x)`, `x.tolist()`,
-`jax.device_get(x)`, `print(x)` / an f-string of `x`, or a NumPy function given `x`
+`jax.device_get(x)`, `print(x)` / an f-string of `x` (or `"{}".format(x)`, `"%f" % x`, a
+progress bar's `bar.set_postfix(loss=x)` or `set_description`, which turn it into text at once:
+`library.toml`'s `display-methods`), or a NumPy function given `x`
 (`np.sum(x)`, `np.argmax(x, -1)`, `np.linalg.norm(x)`: NumPy converts its argument to a NumPy
 array first), where `x` was just computed on the device (by a jitted function, a `jnp` op, a
 `model.apply`, or by indexing such a result). NumPy functions that read only metadata or
@@ -194,7 +196,7 @@ from jaxlint._guards import periodic, thinning_guard
 from jaxlint._frequency import Often, loop_evidence, loop_runs, off_by_default
 from jaxlint._context import Loop
 from jaxlint._device import HostCopy
-from jaxlint._jaxapi import FILTER_JIT
+from jaxlint._jaxapi import DISPLAY_METHODS, FILTER_JIT
 from jaxlint._host_needs import (
     carried,
     decided_on,
@@ -249,15 +251,15 @@ class HostCopyInLoop(Rule):
         copy = device.host_copy(node)
         if copy is None:
             return
-        values = [a.value for a in node.args if a.keyword is None and not a.star] if copy.kind == "print()" else [copy.value]
+        values = list(copy.shown) or [copy.value]
         display = copy.kind in _DISPLAY
         if not display and (needed_now(self.ctx, node) or _discarded(self.ctx.ancestors, node)):
             return
         if ends_timing(self.ctx, self.ctx.path_to(node)):
             return  # `float(out[0])`, then `time.perf_counter()`: the wait a timing needs
         for value in values:
-            if isinstance(value, cst.FormattedString):
-                continue  # its expressions are checked as f-strings
+            if _formats_text(value):
+                continue  # an f-string, `"%.3f" % x` or `"{}".format(x)`: checked on its own
             # `print(f"{loss.item():.4f}")` shows the value as `print(loss)` would: judged as a display
             loop = self._repeating_loop(node, value, display=display or _shown(self.ctx.ancestors, node))
             if loop is not None:
@@ -276,6 +278,26 @@ class HostCopyInLoop(Rule):
                 fix=self._later_fix(node, loop),
                 evidence=self._why(node, loop),
             )
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        # `"loss %.3f" % loss`: %-formatting converts each value, as an f-string does
+        if not isinstance(node.operator, cst.Modulo) or not isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString)):
+            return
+        if ends_timing(self.ctx, self.ctx.path_to(node)):
+            return
+        right = node.right
+        values = [e.value for e in right.elements if not isinstance(e, cst.StarredElement)] if isinstance(right, cst.Tuple) else [right]
+        for value in values:
+            loop = self._repeating_loop(node, value, display=True)
+            if loop is not None:
+                text = self.ctx.module.code_for_node(value)
+                self.report(
+                    node,
+                    f"formatting `{_short(text)}` with `%` {_DISPLAY_ADVICE}",
+                    fix=self._later_fix(node, loop),
+                    evidence=self._why(node, loop),
+                )
+                return
 
     # -- when it is a finding -----------------------------------------------------------------
 
@@ -529,6 +551,12 @@ class HostCopyInLoop(Rule):
 
     def _report(self, node: cst.Call, copy: HostCopy, value: cst.BaseExpression, loop: Loop) -> None:
         text = _short(self.ctx.module.code_for_node(value))
+        if copy.shown and copy.kind != "print()":
+            # `"{:.3f}".format(loss)`, `bar.set_postfix(loss=loss)`: text made of the value
+            shown_by = _short(self.ctx.module.code_for_node(node.func))
+            message = f"showing `{text}` with `{shown_by}(...)` {_DISPLAY_ADVICE}"
+            self.report(node, message, fix=self._later_fix(node, loop), evidence=self._why(node, loop))
+            return
         if copy.kind.startswith("."):
             spelled = f"{text}{copy.kind}"
         else:
@@ -1021,7 +1049,7 @@ def _to_host_taken(ctx) -> bool:  # type: ignore[no-untyped-def]
     return False
 
 
-_DISPLAY = frozenset({"print()", "str()", "repr()", "format()"})
+_DISPLAY = frozenset({"print()", "str()", "repr()", "format()", ".format()"} | {f".{m}()" for m in DISPLAY_METHODS})
 # Copies that make a Python value (a number or a list), not a host array.
 _SCALAR_COPIES = frozenset({"float()", "int()", "bool()", "complex()", ".item()", ".tolist()"})
 _DISPLAY_ADVICE = (
@@ -1029,6 +1057,17 @@ _DISPLAY_ADVICE = (
     "compiled device work, so the device idles while Python prints; log every N steps, or "
     "log the previous step's values after dispatching the next step"
 )
+
+
+def _formats_text(expr: cst.BaseExpression) -> bool:
+    """An f-string, `"..." % values` or `"...".format(values)`: text whose values are checked
+    where they are formatted."""
+    if isinstance(expr, cst.FormattedString):
+        return True
+    strings = (cst.SimpleString, cst.ConcatenatedString)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo):
+        return isinstance(expr.left, strings)
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "format" and isinstance(expr.func.value, strings)
 
 
 def _iterated_device_array(ctx, value: cst.BaseExpression, loop: Loop) -> str | None:  # type: ignore[no-untyped-def]
