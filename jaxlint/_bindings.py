@@ -101,7 +101,7 @@ class BindingIndex:
         method = path[index + 2]
         assert isinstance(method, cst.FunctionDef)
         first = (*method.params.posonly_params, *method.params.params)
-        if not first or first[0].name.value != holder.value:
+        if not first or first[0].name.value != holder.value or _static(method):
             return None
         owner = path[index]
         assert isinstance(owner, cst.ClassDef)
@@ -116,6 +116,11 @@ class BindingIndex:
             if node is scope:
                 return list(path[:index])
         return []
+
+
+def _static(method: cst.FunctionDef) -> bool:
+    """A `@staticmethod`: its first parameter is no instance."""
+    return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in method.decorators)
 
 
 def _attribute_bindings(owner: cst.ClassDef, outer: tuple[cst.CSTNode, ...], name: str) -> list[Binding]:
@@ -137,7 +142,7 @@ def _attribute_bindings(owner: cst.ClassDef, outer: tuple[cst.CSTNode, ...], nam
         if not isinstance(statement, cst.FunctionDef):
             continue
         params = (*statement.params.posonly_params, *statement.params.params)
-        if not params:
+        if not params or _static(statement):
             continue
         receiver = params[0].name.value
 

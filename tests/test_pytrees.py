@@ -131,6 +131,41 @@ def test_classify_flax_nnx_objects() -> None:
     assert _probe_args(source) == [Value.NNX, Value.NNX, Value.NNX, Value.UNKNOWN]
 
 
+def test_classify_attributes_from_what_the_class_sets() -> None:
+    source = """
+    from flax import nnx
+
+    class Sampler:
+        net: eqx.nn.MLP
+        steps = 10
+
+        def __init__(self, model: nnx.Module, opt):
+            self.model = model
+            self.mean, self.scale = jnp.zeros(2), 1.0
+            self.opt = opt
+            self.state = optax.adam(1e-3).init(params)
+
+        def run(me, x):
+            probe(me.model, me.net, me.mean, me.scale, me.steps, me.opt, me.state, me.missing)
+
+            def inner():
+                probe(me.model)
+            return inner
+
+        @staticmethod
+        def alone(me):
+            probe(me.model)
+
+    probe(Sampler(m, o).model)
+    """
+    # fields and what methods assign, through the method's own first parameter (a closure
+    # over it too); not from a static method's parameter, nor from outside the class
+    assert _probe_args(source) == [
+        Value.NNX, Value.MODULE, Value.ARRAY, Value.SCALAR, Value.SCALAR, Value.UNKNOWN, Value.OPT_STATE,
+        Value.UNKNOWN, Value.NNX, Value.UNKNOWN, Value.UNKNOWN,
+    ]  # fmt: skip
+
+
 def test_classify_follows_python_scoping() -> None:
     source = """
     model = eqx.nn.Linear(2, 2, key=k)
