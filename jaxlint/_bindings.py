@@ -66,7 +66,7 @@ class BindingIndex:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self._by_scope: dict[int, dict[str, list[Binding]]] = {}
-        self._attributes: dict[tuple[int, str], list[Binding]] = {}
+        self._attributes: dict[int, dict[str, list[Binding]]] = {}  # class -> attribute -> bindings
 
     def scope_of(self, name: str, path: Sequence[cst.CSTNode]) -> cst.CSTNode | None:
         """The def, lambda, class, comprehension or module that binds `name` as read at the
@@ -105,11 +105,10 @@ class BindingIndex:
             return None
         owner = path[index]
         assert isinstance(owner, cst.ClassDef)
-        key = (id(owner), attribute.attr.value)
-        found = self._attributes.get(key)
-        if found is None:
-            found = self._attributes[key] = _attribute_bindings(owner, tuple(path[:index]), attribute.attr.value)
-        return found
+        table = self._attributes.get(id(owner))
+        if table is None:
+            table = self._attributes[id(owner)] = _attribute_bindings(owner, tuple(path[:index]))
+        return table.get(attribute.attr.value, [])
 
     def _path_to(self, scope: cst.CSTNode, path: Sequence[cst.CSTNode]) -> list[cst.CSTNode]:
         for index, node in enumerate(path):
@@ -123,21 +122,23 @@ def _static(method: cst.FunctionDef) -> bool:
     return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in method.decorators)
 
 
-def _attribute_bindings(owner: cst.ClassDef, outer: tuple[cst.CSTNode, ...], name: str) -> list[Binding]:
-    """The bindings of attribute `name` of the class `owner` (whose ancestors are `outer`):
-    its fields, and what its methods assign through their first parameter."""
-    found: list[Binding] = []
+def _attribute_bindings(owner: cst.ClassDef, outer: tuple[cst.CSTNode, ...]) -> dict[str, list[Binding]]:
+    """The bindings of each attribute of the class `owner` (whose ancestors are `outer`): its
+    fields, and what its methods assign through their first parameter. One walk per class."""
+    table: dict[str, list[Binding]] = {}
     body_path = (*outer, owner, owner.body)
     for statement in owner.body.body:
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 inner = (*body_path, statement)
-                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == name:
-                    found.append(Binding(Kind.ASSIGN, small, inner, value=small.value, annotation=small.annotation.annotation))
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                    table.setdefault(small.target.value, []).append(
+                        Binding(Kind.ASSIGN, small, inner, value=small.value, annotation=small.annotation.annotation)
+                    )
                 elif isinstance(small, cst.Assign):
                     for target in small.targets:
-                        if isinstance(target.target, cst.Name) and target.target.value == name:
-                            found.append(Binding(Kind.ASSIGN, small, inner, value=small.value))
+                        if isinstance(target.target, cst.Name):
+                            table.setdefault(target.target.value, []).append(Binding(Kind.ASSIGN, small, inner, value=small.value))
             continue
         if not isinstance(statement, cst.FunctionDef):
             continue
@@ -146,13 +147,10 @@ def _attribute_bindings(owner: cst.ClassDef, outer: tuple[cst.CSTNode, ...], nam
             continue
         receiver = params[0].name.value
 
-        def assigned(target: cst.BaseExpression) -> bool:
-            return (
-                isinstance(target, cst.Attribute)
-                and target.attr.value == name
-                and isinstance(target.value, cst.Name)
-                and target.value.value == receiver
-            )
+        def attribute(target: cst.BaseExpression) -> str | None:
+            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == receiver:
+                return target.attr.value
+            return None
 
         stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(statement.body, (*body_path, statement))]
         while stack:
@@ -164,23 +162,25 @@ def _attribute_bindings(owner: cst.ClassDef, outer: tuple[cst.CSTNode, ...], nam
                 annotation = node.annotation.annotation if isinstance(node, cst.AnnAssign) else None
                 kind = Kind.AUGMENT if isinstance(node, cst.AugAssign) else Kind.ASSIGN
                 for target in targets:
-                    if assigned(target):
-                        found.append(Binding(kind, node, path, value=node.value, annotation=annotation))
+                    name = attribute(target)
+                    if name is not None:
+                        table.setdefault(name, []).append(Binding(kind, node, path, value=node.value, annotation=annotation))
                     elif isinstance(target, (cst.Tuple, cst.List)):
                         elements = target.elements
                         starred = any(isinstance(e, cst.StarredElement) for e in elements)
+                        value = node.value
+                        whole = isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(elements) and not starred
                         for position, element in enumerate(elements):
-                            if assigned(element.value):
-                                value = node.value
-                                matched = None
-                                if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(elements) and not starred:
-                                    matched = value.elements[position].value
-                                found.append(Binding(kind, node, path, value=matched, source=value,
-                                                     index=None if starred else position))  # fmt: skip
+                            name = attribute(element.value)
+                            if name is not None:
+                                matched = value.elements[position].value if whole else None  # type: ignore[union-attr]
+                                table.setdefault(name, []).append(
+                                    Binding(kind, node, path, value=matched, source=value, index=None if starred else position)
+                                )
                 continue
             inner = (*path, node)
             stack.extend((child, inner) for child in iter_children(node))
-    return found
+    return table
 
 
 def _scan(scope: cst.CSTNode, outer: list[cst.CSTNode]) -> dict[str, list[Binding]]:
