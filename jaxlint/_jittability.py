@@ -525,6 +525,12 @@ class _Reader:
             return _PARAM if kinds == {_PARAM} else _LOCAL
         return _LOCAL
 
+    def _rooted_in_argument(self, func: cst.Subscript) -> bool:
+        """`model.layers[i](x)`, `blocks[0](x)`: a part of a parameter (or of a local taken from
+        one) called, which under `eqx.filter_jit` is a Module's layer, traceable."""
+        root = root_name(func)
+        return root is not None and (root in self.params or self._derived_param(root) is not None)
+
     def _derived_param(self, name: str) -> str | None:
         """The parameter a local is a part of (`block` in `for block in model.blocks`)."""
         for kind, value in self.derivations.get(name, []):
