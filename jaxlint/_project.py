@@ -1205,6 +1205,44 @@ class _Summary:
                 (built,) = returned
                 if built.strip(","):
                     found[name] = built
+        found.update(self._class_builders())
+        return found
+
+    def _class_builders(self) -> dict[str, str]:
+        """`Class.method` -> the class, for each `@classmethod` of a top-level class every
+        `return` of which gives a new instance: `return cls(config)`, or a local bound once to
+        one (`model = cls(config); ...; return model`): `GPT.from_pretrained(path)` builds a
+        `GPT`."""
+        found = {}
+        for statement in self.tree.body:
+            if not isinstance(statement, ast.ClassDef):
+                continue
+            for method in statement.body:
+                if not (
+                    isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and any(isinstance(d, ast.Name) and d.id == "classmethod" for d in method.decorator_list)
+                    and method.args.args
+                ):
+                    continue
+                receiver = method.args.args[0].arg
+                made: dict[str, int] = {}  # local -> how many times it is bound to `cls(...)`
+                bound: dict[str, int] = {}  # local -> how many times it is bound at all
+                returns: list[ast.expr | None] = []
+                for node in _own_nodes(method):
+                    if isinstance(node, ast.Assign):
+                        for target in node.targets:
+                            if isinstance(target, ast.Name):
+                                bound[target.id] = bound.get(target.id, 0) + 1
+                                if _calls_name(node.value, receiver):
+                                    made[target.id] = made.get(target.id, 0) + 1
+                    elif isinstance(node, ast.Return):
+                        returns.append(node.value)
+                if returns and all(
+                    _calls_name(value, receiver)
+                    or (isinstance(value, ast.Name) and made.get(value.id) == 1 and bound.get(value.id) == 1)
+                    for value in returns
+                ):
+                    found[f"{statement.name}.{method.name}"] = f"{self.module}.{statement.name}"
         return found
 
     def _returned(
@@ -2101,3 +2139,8 @@ def _stored_facts(entry: object) -> ModuleFacts | None:
         copiers=tuple(entry["copiers"]),
         parsed=entry["parsed"],
     )
+
+
+def _calls_name(value: ast.expr | None, name: str) -> bool:
+    """`name(...)`: a call of the name itself."""
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == name
