@@ -485,10 +485,19 @@ class CallGraph:
                 # no trace can: copies a value to the host, waits, reads a clock, draws a
                 # progress bar (a sampler's `for t in tqdm(steps)`; not a `print` or a log
                 # line, which a traced forward may hold for debugging).
+                # It must be called somewhere (`engine.sample(...)` in this file or another
+                # module): a driver method nothing calls runs when a user asks, if ever.
                 if not function.name.startswith("__") and self.drives(function, debug_output=False):
-                    return Mode.EAGER
+                    return Mode.EAGER if self._method_called(function.name) else Mode.UNKNOWN
                 return Mode.TRACED
         return Mode.EAGER if self.drives(function) else Mode.UNKNOWN
+
+    def _method_called(self, name: str) -> bool:
+        """Whether a method named `name` is called (`x.name(...)`) in the file or, through the
+        summaries, anywhere in the project."""
+        if self.ctx.project is not None and self.ctx.project.calls_method(name):
+            return True
+        return bool(self.attribute_sites(name))
 
     def _escape(self, name: cst.Name, path: tuple[cst.CSTNode, ...]) -> Mode:
         """What handing the function to whatever receives it means for its body."""

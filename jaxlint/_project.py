@@ -131,6 +131,12 @@ class ModuleFacts:
     # `x.item()`, `jax.block_until_ready`: `copies_on_host`): a call of one waits for the device
     # values it reads, whatever the caller can see of its arguments.
     copiers: tuple[str, ...] = ()
+    # The method names it calls on anything (`engine.sample(...)`, `self.sample(...)`), as its
+    # text spells them: the evidence that a method of another module is called at all.
+    called_methods: tuple[str, ...] = ()
+    # The names of the methods (and nested functions) it defines: what `called_methods` of the
+    # rest of the project answers for it.
+    defined_methods: tuple[str, ...] = ()
     # Whether its tree was read, so every call it makes is in `traced_calls`/`eager_calls`
     # (False: read from its import lines alone; `steps.train_step(...)` is not known).
     parsed: bool = False
@@ -168,6 +174,7 @@ class Project:
     _unwaited: set[str] = field(default_factory=set)  # functions and methods returning work in flight
     _light: set[str] = field(default_factory=set)  # functions whose device work is light (`ModuleFacts.light`)
     _copiers: set[str] = field(default_factory=set)  # functions and methods that copy to the host (`ModuleFacts.copiers`)
+    _called_methods: set[str] = field(default_factory=set)  # method names some module calls (`ModuleFacts.called_methods`)
     _homes: dict[str, Mapping[str, str]] = field(default_factory=dict)  # module -> top name -> module (`_Layout`)
     _canonical: dict[str, str] | None = None  # `canonical`'s answers, kept once what it reads is complete
     digest: str = ""
@@ -225,6 +232,7 @@ class Project:
                 project._unwaited.update(f"{module.module}.{name}" for name in module.unwaited)
                 project._light.update(f"{module.module}.{name}" for name in module.light)
                 project._copiers.update(f"{module.module}.{name}" for name in module.copiers)
+                project._called_methods.update(module.called_methods)
                 for name, api in module.methods:
                     owner, _, method = name.rpartition(".")
                     project._methods.setdefault(f"{module.module}.{owner}", {})[method] = api
@@ -349,6 +357,7 @@ class Project:
             lines += traced_only.get(module.module, ())
             lines += looped.get(module.module, ())
             lines += passes.get(module.module, ())
+            lines.append(f"called {sorted(set(module.defined_methods) & self._called_methods)}")
             if imported_jit:
                 read: set[str] = set()
                 for name in module.imports | module.traced_calls | module.eager_calls:
@@ -369,6 +378,11 @@ class Project:
                 lines += sorted(read)
             self._digests[display] = hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()[:16]
         self.digest = hashlib.sha256("\n".join(sorted(self._digests.values())).encode()).hexdigest()[:16]
+
+    def calls_method(self, name: str) -> bool:
+        """Whether some module of the project calls a method named `name` (`x.name(...)`, as
+        its text spells it: `ModuleFacts.called_methods`)."""
+        return name in self._called_methods
 
     def digest_for(self, display: str) -> str:
         """What the file's findings depend on in the rest of the project (`_key_files`): the
@@ -789,6 +803,23 @@ _IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;]+)", re.MULTILINE)
 
 
 def summarize(module: str, text: str, *, package: bool = False) -> ModuleFacts:
+    """The facts of the module `module` whose source is `text` (`_summarize`), with the method
+    names its text calls (`ModuleFacts.called_methods`)."""
+    facts = _summarize(module, text, package=package)
+    return replace(
+        facts,
+        called_methods=tuple(sorted(set(_METHOD_CALL.findall(text)))),
+        defined_methods=tuple(sorted(set(_INDENTED_DEF.findall(text)))),
+    )
+
+
+# `.name(`: a method called (in code, or in a comment or string: a superset is fine for
+# "called somewhere").
+_METHOD_CALL = re.compile(r"\.[ \t]*([A-Za-z_]\w*)[ \t]*\(")
+_INDENTED_DEF = re.compile(r"^[ \t]+(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+
+
+def _summarize(module: str, text: str, *, package: bool = False) -> ModuleFacts:
     """The facts of the module `module` whose source is `text` (empty facts when it does not
     parse: the lint reports that).
 
@@ -2089,12 +2120,14 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
         "unwaited": list(facts.unwaited),
         "light": list(facts.light),
         "copiers": list(facts.copiers),
+        "called_methods": list(facts.called_methods),
+        "defined_methods": list(facts.defined_methods),
         "parsed": facts.parsed,
     }
 
 
 _PAIRS = ("jitted", "aliases", "factories", "holders", "traceable", "assigned", "classes", "builds", "forwards", "looped", "methods", "passes")
-_NAMES = ("traced", "eager", "imports", "stars", "streams", "unwaited", "light", "copiers")
+_NAMES = ("traced", "eager", "imports", "stars", "streams", "unwaited", "light", "copiers", "called_methods", "defined_methods")
 
 
 def _stored_facts(entry: object) -> ModuleFacts | None:
@@ -2137,6 +2170,8 @@ def _stored_facts(entry: object) -> ModuleFacts | None:
         unwaited=tuple(entry["unwaited"]),
         light=tuple(entry["light"]),
         copiers=tuple(entry["copiers"]),
+        called_methods=tuple(entry["called_methods"]),
+        defined_methods=tuple(entry["defined_methods"]),
         parsed=entry["parsed"],
     )
 
