@@ -16,7 +16,9 @@ that grows every iteration without bound (jit would compile once per length; a w
 last `block_size` tokens is bounded and still reported); and, the same way, a Flax NNX or
 equinox Module called directly in such a loop (`noise = model(x, t)` in a sampler's loop over
 timesteps: the name holds a Module class's instance, what every caller passes, or a parameter
-annotated `nnx.Module`/`eqx.Module`), with no fix (a function decorated with `nnx.jit` or
+annotated `nnx.Module`/`eqx.Module`; also `self.model(x, t)`, an attribute its class sets to one,
+in a sampler object's method or a Module's method that draws a progress bar or copies to the
+host and that something calls), with no fix (a function decorated with `nnx.jit` or
 `eqx.filter_jit` that calls the Module compiles it).
 
 The rule wants evidence, all in the same file: a loop that runs many times (not a literal
