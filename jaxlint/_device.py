@@ -174,7 +174,6 @@ class DeviceIndex:
         self._runs_compiled: dict[tuple[int, int, bool], bool] = {}
         self._work_loops: dict[tuple[int, int], bool] = {}
         self._computes: dict[int, bool] = {}  # loop_computes, per loop
-        # (class, attribute) -> the classes `self.attribute` is made from (`_instances`)
 
     # -- public questions -------------------------------------------------------------------
 

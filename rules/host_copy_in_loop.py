@@ -269,31 +269,28 @@ class HostCopyInLoop(Rule):
     def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
         if ends_timing(self.ctx, self.ctx.path_to(node)):
             return  # formatted into a progress bar, then `total += time() - t0`: the timing's wait
-        loop = self._repeating_loop(node, node.expression, display=True)
-        if loop is not None:
-            text = self.ctx.module.code_for_node(node.expression)
-            self.report(
-                node,
-                f"formatting `{_short(text)}` in an f-string {_DISPLAY_ADVICE}",
-                fix=self._later_fix(node, loop),
-                evidence=self._why(node, loop),
-            )
+        self._report_formatted(node, [node.expression], "in an f-string")
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         # `"loss %.3f" % loss`: %-formatting converts each value, as an f-string does
-        if not isinstance(node.operator, cst.Modulo) or not isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString)):
+        if not _formats_text(node):
             return
         if ends_timing(self.ctx, self.ctx.path_to(node)):
             return
         right = node.right
         values = [e.value for e in right.elements if not isinstance(e, cst.StarredElement)] if isinstance(right, cst.Tuple) else [right]
+        self._report_formatted(node, values, "with `%`")
+
+    def _report_formatted(self, node: cst.CSTNode, values: list[cst.BaseExpression], how: str) -> None:
+        """Report the first of `values` that text formatted at `node` copies on every
+        iteration of a loop running compiled work (`how`: where it is formatted)."""
         for value in values:
             loop = self._repeating_loop(node, value, display=True)
             if loop is not None:
                 text = self.ctx.module.code_for_node(value)
                 self.report(
                     node,
-                    f"formatting `{_short(text)}` with `%` {_DISPLAY_ADVICE}",
+                    f"formatting `{_short(text)}` {how} {_DISPLAY_ADVICE}",
                     fix=self._later_fix(node, loop),
                     evidence=self._why(node, loop),
                 )
