@@ -5,7 +5,9 @@ A function of another module gives such batches when it returns a data loader th
 smaller last batch (`return DataLoader(ds, batch_size=bs)` without `drop_last=True`, as the
 library table's `data-loaders` say), a dataset batched without dropping it
 (`return ds.shuffle(n).batch(bs)`, `tf.data` and grain: `dataset-modules`), or when it is a
-generator yielding the slices `x[i:i + bs]` of a `for i in range(0, n, bs)` loop. The summary
+generator yielding the slices `x[i:min(i + bs, n)]` of a `for i in range(0, n, bs)` loop (an end
+clamped to the data: with a plain `x[i:i + bs]` the code does not say whether the last batch is
+smaller, `_ragged.Batching.guessed`). The summary
 records those as `=ragged` where it records other loaders and datasets as `=stream`: a loop
 over what they give runs over data either way, and pad-final-batch reports a jitted function
 fed from it.
@@ -101,8 +103,8 @@ def pipeline_keeps_last(
 def yields_ragged_slices(function: ast.FunctionDef | ast.AsyncFunctionDef, nodes: Iterable[ast.AST]) -> bool:
     """Whether the generator `function` (its own `nodes`) yields, in a `for i in range(start,
     n, bs)` loop whose stop does not drop the remainder (`n - bs + 1`, `n // bs * bs`), a
-    slice `x[i:i + bs]` (or `min(i + bs, n)` as its end, or through names the loop assigns:
-    `idx = perm[i:i + bs]; yield x[idx]`); not when it mentions padding or masking."""
+    slice `x[i:min(i + bs, n)]` (also through names the loop assigns: `end = min(i + bs, n);
+    idx = perm[i:end]; yield x[idx]`); not when it mentions padding or masking."""
     for loop, index, step, local, ragged in _ragged_loops(function, nodes):
         for node in _loop_nodes(loop):
             if isinstance(node, (ast.Yield, ast.YieldFrom)) and node.value is not None:
@@ -115,8 +117,8 @@ def yields_ragged_slices(function: ast.FunctionDef | ast.AsyncFunctionDef, nodes
 
 def appends_ragged_slices(function: ast.FunctionDef | ast.AsyncFunctionDef, nodes: Iterable[ast.AST]) -> set[str]:
     """The lists `function` (its own `nodes`) fills with one ragged batch a pass of such a
-    loop: `batches.append(x[i:i + bs])`, or a value computed from the loop's slices
-    (`idx = perm[i:i + bs]; batch = tuple(a[idx] for a in arrays); batches.append(batch)`).
+    loop: `batches.append(x[i:min(i + bs, n)])`, or a value computed from the loop's slices
+    (`idx = perm[i:min(i + bs, n)]; batch = tuple(a[idx] for a in arrays); batches.append(batch)`).
     Returned, such a list holds batches whose last one is smaller."""
     found: set[str] = set()
     for loop, index, step, local, ragged in _ragged_loops(function, nodes):
@@ -193,11 +195,22 @@ def _loop_nodes(loop: ast.For) -> Iterable[ast.AST]:
 
 
 def _has_slice(expr: ast.expr, index: str, step: str, local: Mapping[str, ast.expr]) -> bool:
-    """Whether `expr` holds a slice from the loop's index to `index + step` (or `min` of that)."""
+    """Whether `expr` holds a slice from the loop's index to `min(index + step, n)`: an end
+    clamped to the data, so the author expects a smaller last batch. With a plain `index +
+    step` end, whether the last batch is smaller depends on a length the code does not show
+    (`_ragged.Batching.guessed`), which pad-final-batch reports only in preview; the summary
+    does not record it as ragged."""
     for node in ast.walk(expr):
         if isinstance(node, ast.Slice) and node.step is None and node.lower is not None and node.upper is not None:
             lower, upper = _local(node.lower, local), _local(node.upper, local)
-            if isinstance(lower, ast.Name) and lower.id == index and _end(upper, index, step, local):
+            if (
+                isinstance(lower, ast.Name)
+                and lower.id == index
+                and isinstance(upper, ast.Call)
+                and isinstance(upper.func, ast.Name)
+                and upper.func.id == "min"
+                and _end(upper, index, step, local)
+            ):
                 return True
     return False
 

@@ -77,6 +77,9 @@ class Batching:
     step: cst.BaseExpression | None = None  # the batch size, when the code spells it
     drop: tuple[cst.Call, str] | None = None  # a shuffled stream's batching call and its drop keyword
     inner: set[str] = field(default_factory=set)  # targets of the loops nested in the loop
+    # The last batch is smaller only if the array's length is not a multiple of the step, and
+    # nothing in the code says which (`guessed`): see `BatchIndex._range_batching`.
+    guessed: bool = False
 
     def feeds(self, expr: cst.BaseExpression) -> bool:
         """Whether `expr` holds one of the batches: reads a name holding one, or is built
@@ -168,6 +171,7 @@ class BatchIndex:
                 f"`{self._code(source)}`",
                 "unless the step of its indices divides the number of rows (the part after the last is smaller)",
                 names=set(target_names(loop.target)),
+                guessed=True,
             )
         if name in _SPLITS and source.args:
             sections = self._code(source.args[1].value) if len(source.args) > 1 else "the sections"
@@ -176,6 +180,7 @@ class BatchIndex:
                 f"`{self._code(source)}`",
                 f"unless {sections} divides the number of rows (its chunks differ by one row)",
                 names=set(target_names(loop.target)),
+                guessed=True,
             )
         if isinstance(source.func, cst.Name) and source.func.value == "range" and isinstance(loop.target, cst.Name):
             return self._range_batching(loop, source, loop.target.value)
@@ -369,6 +374,7 @@ class BatchIndex:
                 f"unless `{self._code(stop)}` is a multiple of `{self._code(step)}`",
                 slices=slices,
                 step=step,
+                guessed=not (_clamped_slices(loop, index, step) or self._leaves_remainder(stop, step, loop)),
             )
         if len(args) in (1, 2):
             count = args[-1]
@@ -399,7 +405,7 @@ class BatchIndex:
         if batching is None:
             return None
         code = self._code(source)
-        return Batching("generator", f"`{shorten(code, 60)}`, a list of {batching.cut},", batching.why)
+        return Batching("generator", f"`{shorten(code, 60)}`, a list of {batching.cut},", batching.why, guessed=batching.guessed)
 
     def _comprehension(self, comp: cst.BaseExpression, path: list[cst.CSTNode]) -> Batching | None:
         """How a comprehension over `range(...)` cuts ragged slices, as the loop it stands for."""
@@ -447,7 +453,9 @@ class BatchIndex:
             if isinstance(node, cst.Return) and node.value is not None:
                 listed = self._comprehension(node.value, [*inner_path, node])
                 if listed is not None:
-                    return Batching("generator", f"`{name}(...)`, which returns a list of {listed.cut},", listed.why)
+                    return Batching(
+                        "generator", f"`{name}(...)`, which returns a list of {listed.cut},", listed.why, guessed=listed.guessed
+                    )
         for inner in iter_subtree(function.body, into_scopes=False):
             if not isinstance(inner, cst.For) or not isinstance(inner.target, cst.Name):
                 continue
@@ -472,12 +480,14 @@ class BatchIndex:
                         "generator",
                         f"`{name}(...)`, which yields {batching.cut},",
                         batching.why,
+                        guessed=batching.guessed,
                     )
                 if _appends_to(node, returned) and batching.feeds(node.args[0].value):  # type: ignore[attr-defined]
                     return Batching(
                         "generator",
                         f"`{name}(...)`, which returns a list of {batching.cut},",
                         batching.why,
+                        guessed=batching.guessed,
                     )
         return None
 
@@ -537,6 +547,18 @@ class BatchIndex:
             return False
         totals = self._known_integers(stop, [*path, loop])
         return bool(totals) and all(t > 0 and t % size == 0 for t in totals)
+
+    def _leaves_remainder(self, stop: cst.BaseExpression, step: cst.BaseExpression, loop: cst.For) -> bool:
+        """The step is a known integer that leaves a remainder of some value the stop is known
+        to take (`range(0, 1000, 128)`): the last batch is smaller, as `_divides` is the
+        opposite."""
+        path = self._ancestors(loop)
+        if path is None:
+            return False
+        size = integer_value(self.ctx, step, [*path, loop])
+        if size is None or size <= 1:
+            return False
+        return any(t % size for t in self._known_integers(stop, [*path, loop]))
 
     def _known_integers(self, expr: cst.BaseExpression, path: list[cst.CSTNode]) -> list[int]:
         """The values `expr` takes where `path` reads it: `integer_value`'s, or for a parameter
@@ -815,6 +837,23 @@ class _Substitute(cst.CSTTransformer):
 def _step_slices(loop: cst.For, index: str, step: cst.BaseExpression) -> list[cst.Subscript]:
     def match(lower: cst.BaseExpression, upper: cst.BaseExpression) -> bool:
         return isinstance(lower, cst.Name) and lower.value == index and _upper_ok(upper, index, step)
+
+    return _bound_slices(loop, match)
+
+
+def _clamped_slices(loop: cst.For, index: str, step: cst.BaseExpression) -> list[cst.Subscript]:
+    """`_step_slices` whose end is clamped to the data, `x[i:min(i + bs, n)]` (or `end =
+    min(i + bs, n)`): the author expects the last batch to run past the end."""
+
+    def match(lower: cst.BaseExpression, upper: cst.BaseExpression) -> bool:
+        return (
+            isinstance(lower, cst.Name)
+            and lower.value == index
+            and isinstance(upper, cst.Call)
+            and isinstance(upper.func, cst.Name)
+            and upper.func.value == "min"
+            and _upper_ok(upper, index, step)
+        )
 
     return _bound_slices(loop, match)
 
