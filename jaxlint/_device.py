@@ -34,7 +34,7 @@ from . import _jaxapi
 from ._nodes import assigns_name
 from ._pytrees import subclasses_module
 from ._scope import dotted_name, target_names
-from ._walk import iter_children
+from ._walk import iter_children, walk_with_paths
 
 
 if TYPE_CHECKING:
@@ -388,6 +388,32 @@ class DeviceIndex:
         else:
             return False
         return count is None or count > FEW
+
+    def amortized(
+        self, loop: cst.CSTNode, loop_path: Sequence[cst.CSTNode], path: Sequence[cst.CSTNode], *, spelled: bool = False
+    ) -> bool:
+        """Whether each iteration of `loop` (whose ancestors are `loop_path`) also runs an
+        inner loop that sends device work, not around the node whose ancestors are `path`: an
+        epoch loop around a batch loop, a rollout of env steps before each update; in the
+        loop's body or in a function of the file that every iteration calls (a training run
+        per round: `runs_work_loop`; not one some iterations call, `if step % 500 == 0:
+        evaluate(...)`). A cost paid once per iteration of `loop` is paid once per such inner
+        loop, next to all of its steps: not the bottleneck. `spelled`: only a Python loop
+        spelled in `loop`'s body counts, whose steps each dispatch from Python (not one compiled
+        call that scans many steps): for a cost counted in dispatches, such as an eager
+        function's."""
+        from ._guards import thinning_guard
+
+        inside = {id(n) for n in path}
+        for node, node_path in walk_with_paths(loop, list(loop_path)):
+            if node is loop or id(node) in inside:
+                continue
+            if isinstance(node, (cst.For, cst.While)) and self.loop_dispatches(node, node_path):
+                return True
+            if isinstance(node, cst.Call) and not spelled and self.runs_work_loop(node, node_path):
+                if thinning_guard(self.ctx, [*node_path, node], loop, counter=True) is None:
+                    return True
+        return False
 
     def runs_work_loop(self, call: cst.Call, ancestors: Sequence[cst.CSTNode], depth: int = 0) -> bool:
         """Whether `call` runs a function of this file (a `def` it can see, or a method

@@ -341,7 +341,7 @@ class HostCopyInLoop(Rule):
                     continue  # `float(jnp.max(batch))` per item: nothing else for the device to do
                 if not ctx.device.loop_computes(loop, loop_path):
                     continue  # eager ops only: Python dispatch bounds the loop, not the device
-                if self._waits_anyway(loop, loop_path) or self._per_outer_iteration(loop, loop_path, path):
+                if self._waits_anyway(loop, loop_path) or ctx.device.amortized(loop, loop_path, path):
                     return None
                 if self._logs_results(node, value, value_path, loop, loop_path) or _copied_before(ctx, node, value, loop, loop_path):
                     return None
@@ -375,25 +375,6 @@ class HostCopyInLoop(Rule):
 
     def _why(self, node: cst.CSTNode, loop: Loop) -> list[str]:
         return [loop_evidence(self.ctx, loop, self.ctx.path_to(node))]
-
-    def _per_outer_iteration(self, loop: Loop, loop_path: list[cst.CSTNode], path: list[cst.CSTNode]) -> bool:
-        """`loop` runs an inner loop that does the device work (an epoch loop around a batch
-        loop), in its body or in a function of the file it calls (a training run per round:
-        `DeviceIndex.runs_work_loop`), and `node` is outside it: one copy per epoch or round
-        is not the bottleneck."""
-        inside = {id(n) for n in path}
-        for node, node_path in walk_with_paths(loop, loop_path):
-            if node is loop or id(node) in inside:
-                continue
-            if isinstance(node, (cst.For, cst.While)) and self.ctx.device.loop_dispatches(node, node_path):
-                return True
-            # The same loop in a function every iteration calls (`train(model, data)` per
-            # round), not one some iterations call (`if step % 500 == 0: evaluate(...)`)
-            if isinstance(node, cst.Call) and self.ctx.device.runs_work_loop(node, node_path):
-                full = [*node_path, node]
-                if not self._guarded(full, loop):
-                    return True
-        return False
 
     def _logs_results(
         self, node: cst.CSTNode, value: cst.BaseExpression, value_path: list[cst.CSTNode], loop: Loop, loop_path: list[cst.CSTNode]

@@ -65,7 +65,11 @@ collection made by `make_graphs(..., n_graphs=2)`: it costs less eagerly than th
 would), loops that sleep every iteration (a paced live demo) or draw a plot on every iteration (a
 progress plot every `k` steps does not count) and search loops that `return` at the first hit
 run a few times: silent too, and so is a call made only when `step % k == 0` (or on the
-few iterations another thinning guard lets through: `_guards.thinning_guard`). A `def` nested in a function that itself runs
+few iterations another thinning guard lets through: `_guards.thinning_guard`), or once per
+iteration of a loop that also runs a Python loop of device work the call is not in (advantages
+computed after a rollout of env steps, each of which dispatches the policy: the call's few
+dispatches are paid once per rollout; `DeviceIndex.amortized`; a compiled step that scans many
+steps in one call does not count). A `def` nested in a function that itself runs
 once per iteration is left alone: jitting it there would compile it again on
 every outer call, and so is a function whose static parameters (shapes, `if` tests) the loop
 passes a new value each iteration (`for n in sizes: sample(key, n)`, or a loop value passed after
@@ -237,6 +241,7 @@ class MissingJit(Rule):
                     and thinning_guard(self.ctx, [*r.site.path, r.site.call], r.loop) is None
                     and not self._static_per_iteration(function, jittability, r)
                     and not self._trivial_beside_compiled(work_count, r)
+                    and not self._amortized(r)
                 ),
                 None,
             )
@@ -286,6 +291,17 @@ class MissingJit(Rule):
         if index is None:
             return False
         return self.ctx.device.loop_dispatches(repeat.loop, path[:index], compiled=True, besides=None if repeat.chain else repeat.site.call)
+
+    def _amortized(self, repeat: Repeat) -> bool:
+        """Whether the loop that repeats the call also runs, on each iteration, a Python loop
+        of device work that the call is not in (`DeviceIndex.amortized(spelled=True)`: an
+        update after a rollout of env steps, a summary after an epoch's batches): one eager
+        call per such iteration dispatches next to all of the inner loop's dispatches. A
+        compiled step that scans many steps in one call does not count: next to one dispatch,
+        an eager function's many are not small (an EMA tree-mapped over every parameter)."""
+        path = [*repeat.site.path, repeat.site.call]
+        index = next((i for i, n in enumerate(path) if n is repeat.loop), None)
+        return index is not None and self.ctx.device.amortized(repeat.loop, path[:index], path, spelled=True)
 
     def _light_and_traced_too(self, function: Function, repeat: Repeat) -> bool:
         """Preview only: a function of a few plain array operations (`_LIGHT`, no model
