@@ -11,8 +11,10 @@ or None:
   (`ceil(n / bs)`, `(n + bs - 1) // bs`, `n // bs + 1`, `full + bool(rest)` with `full, rest
   = divmod(n, bs)`), following the names the loop body and its function (or the functions
   around it) assign; not when the stop drops the remainder (`n - bs + 1`, `n // bs * bs`,
-  `min(n - bs, cap)`) or the step is at most 1;
-- the chunks of `np.array_split(x, k)` and of `np.split(x, range(bs, n, bs))`;
+  `min(n - bs, cap)`) or the step is at most 1; `Batching.guessed` when the code does not
+  show that the last batch is smaller (a plain `x[i:i + bs]` end over a length it does not
+  know; not `x[i:min(i + bs, n)]`, nor known sizes that leave a remainder);
+- the chunks of `np.array_split(x, k)` and of `np.split(x, range(bs, n, bs))` (guessed);
 - a list or generator expression of such slices, in the header or assigned to the name it
   iterates; a generator of the file (or a class's `__iter__`, or a method of a class of the
   file, inherited too) that yields them, or a function that returns a list of them;
@@ -539,26 +541,25 @@ class BatchIndex:
         for it (`add_argument("--n-keys", default=2000)`, `_frequency.integer_value`), or a
         parameter of the function that every call of the file passes such a value (`def
         losses(n_keys)` called with `args.n_keys`): every batch is full, the last one too."""
-        path = self._ancestors(loop)
-        if path is None:
-            return False
-        size = integer_value(self.ctx, step, [*path, loop])
-        if size is None or size <= 1:
-            return False
-        totals = self._known_integers(stop, [*path, loop])
-        return bool(totals) and all(t > 0 and t % size == 0 for t in totals)
+        known = self._known_sizes(stop, step, loop)
+        return known is not None and bool(known[1]) and all(t > 0 and t % known[0] == 0 for t in known[1])
 
     def _leaves_remainder(self, stop: cst.BaseExpression, step: cst.BaseExpression, loop: cst.For) -> bool:
         """The step is a known integer that leaves a remainder of some value the stop is known
-        to take (`range(0, 1000, 128)`): the last batch is smaller, as `_divides` is the
-        opposite."""
+        to take (`range(0, 1000, 128)`): the code shows that the last batch is smaller."""
+        known = self._known_sizes(stop, step, loop)
+        return known is not None and any(t % known[0] for t in known[1])
+
+    def _known_sizes(self, stop: cst.BaseExpression, step: cst.BaseExpression, loop: cst.For) -> tuple[int, list[int]] | None:
+        """The step, when it is a known integer above 1, and the values the stop is known to
+        take (`_known_integers`; empty when one is unknown)."""
         path = self._ancestors(loop)
         if path is None:
-            return False
+            return None
         size = integer_value(self.ctx, step, [*path, loop])
         if size is None or size <= 1:
-            return False
-        return any(t % size for t in self._known_integers(stop, [*path, loop]))
+            return None
+        return size, self._known_integers(stop, [*path, loop])
 
     def _known_integers(self, expr: cst.BaseExpression, path: list[cst.CSTNode]) -> list[int]:
         """The values `expr` takes where `path` reads it: `integer_value`'s, or for a parameter
