@@ -45,7 +45,7 @@ def train_step(model, opt_state, x, y):
 
 def main() -> None:
     rng = np.random.default_rng(0)
-    x_train = rng.normal(size=(1000, 20)).astype(np.float32)
+    x_train = rng.normal(size=(10000, 20)).astype(np.float32)
     y_train = (x_train[:, 0] > 0).astype(np.int32)
     batch_size = 64
 

@@ -431,13 +431,23 @@ def _range_length(ctx: FileContext, bounds_args: list[cst.BaseExpression], path:
 
 
 def _array_count(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], depth: int) -> int | None:
-    """The length of a 1-D array built from what the code spells: `jnp.array([0.2, 0.5,
-    0.8])` (a literal list), `np.arange(4)`, `jnp.linspace(0, 1, 5)`."""
+    """The length (along the first axis) of an array built from what the code spells:
+    `jnp.array([0.2, 0.5, 0.8])` (a literal list), `np.arange(4)`, `jnp.linspace(0, 1, 5)`,
+    or a shape: `np.zeros((1000, 20))`, `jax.random.normal(key, (1000, 20))`,
+    `np.random.randn(1000, 20)`, `rng.normal(size=(1000, 20))` for `rng =
+    np.random.default_rng(0)`; through `.astype(...)` and `.copy()`, which keep it."""
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("astype", "copy"):
+        return _count(ctx, call.func.value, path, depth + 1)
     name = ctx.resolve(call.func, path, anchor=call)
-    if name is None or name.split(".")[0] not in ("jax", "numpy"):
+    if name is None:
+        return _generator_draw(ctx, call, path, depth)
+    if name.split(".")[0] not in ("jax", "numpy"):
         return None
     function = name.rsplit(".", 1)[-1]
     positional = [a.value for a in call.args if a.keyword is None and a.star == ""]
+    shape = _spelled_shape(name, call, positional)
+    if shape is not None:
+        return _leading(ctx, shape, path, depth)
     if function in ("array", "asarray") and positional:
         first = positional[0]
         if isinstance(first, (cst.List, cst.Tuple)) and not any(
@@ -455,6 +465,58 @@ def _array_count(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], dept
             return 50 if len(positional) == 2 and len(call.args) == 2 else None
         return _integer(ctx, num, path, depth + 1)
     return None
+
+
+# Array constructors whose first argument is the shape, and random samplers whose shape is
+# their second (`jax.random.normal(key, shape)`) or their `size` (NumPy).
+_SHAPED = frozenset({"zeros", "ones", "empty", "full"})
+_NUMPY_RANDOM_DIMS = frozenset({"randn", "rand"})  # `np.random.randn(d0, d1, ...)`
+_GENERATOR_MAKERS = frozenset({"numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.Generator"})
+
+
+def _keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+
+
+def _spelled_shape(name: str, call: cst.Call, positional: list[cst.BaseExpression]) -> cst.BaseExpression | None:
+    """The shape argument of an array constructor or sampler of jax or NumPy (`name`)."""
+    function = name.rsplit(".", 1)[-1]
+    if name.startswith(("numpy.random.", "jax.random.")):
+        if name.startswith("numpy.random.") and function in _NUMPY_RANDOM_DIMS:
+            return positional[0] if positional else None
+        if name.startswith("jax.random."):
+            return _keyword(call, "shape") or (positional[1] if len(positional) > 1 else None)
+        return _keyword(call, "size")
+    if function in _SHAPED and name.count(".") <= 2:
+        return _keyword(call, "shape") or (positional[0] if positional else None)
+    return None
+
+
+def _leading(ctx: FileContext, shape: cst.BaseExpression, path: list[cst.CSTNode], depth: int) -> int | None:
+    """The first dimension of a spelled shape: `(1000, 20)`, `[n, d]`, or `1000`."""
+    if isinstance(shape, (cst.Tuple, cst.List)):
+        first = shape.elements[0] if shape.elements else None
+        if not isinstance(first, cst.Element):
+            return None
+        shape = first.value
+    return _integer(ctx, shape, path, depth + 1)
+
+
+def _generator_draw(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], depth: int) -> int | None:
+    """`rng.normal(size=(1000, 20))` where every binding of `rng` makes a NumPy generator
+    (`np.random.default_rng(0)`, `np.random.RandomState(0)`): the first dimension of `size`."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+        return None
+    size = _keyword(call, "size")
+    if size is None:
+        return None
+    makers = _assigned(ctx, func.value.value, path)
+    if not makers or not all(
+        isinstance(m, cst.Call) and ctx.resolve(m.func, path, anchor=m) in _GENERATOR_MAKERS for m in makers
+    ):
+        return None
+    return _leading(ctx, size, path, depth)
 
 
 def integer_value(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode]) -> int | None:

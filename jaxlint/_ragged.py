@@ -370,13 +370,18 @@ class BatchIndex:
             if not slices:
                 return None
             text = self._code(slices[0])
+            sizes = self._leaves_remainder(stop, step, loop)
+            why = f"unless `{self._code(stop)}` is a multiple of `{self._code(step)}`"
+            if sizes is not None:
+                total, size = sizes
+                why = f"(`{self._code(stop)}` is {total}, not a multiple of {size}: the last batch has {total % size} rows)"
             return Batching(
                 "range",
                 f"`{text}` over `{self._code(source)}`",
-                f"unless `{self._code(stop)}` is a multiple of `{self._code(step)}`",
+                why,
                 slices=slices,
                 step=step,
-                guessed=not (_clamped_slices(loop, index, step) or self._leaves_remainder(stop, step, loop)),
+                guessed=sizes is None and not _clamped_slices(loop, index, step),
             )
         if len(args) in (1, 2):
             count = args[-1]
@@ -544,11 +549,14 @@ class BatchIndex:
         known = self._known_sizes(stop, step, loop)
         return known is not None and bool(known[1]) and all(t > 0 and t % known[0] == 0 for t in known[1])
 
-    def _leaves_remainder(self, stop: cst.BaseExpression, step: cst.BaseExpression, loop: cst.For) -> bool:
-        """The step is a known integer that leaves a remainder of some value the stop is known
-        to take (`range(0, 1000, 128)`): the code shows that the last batch is smaller."""
+    def _leaves_remainder(self, stop: cst.BaseExpression, step: cst.BaseExpression, loop: cst.For) -> tuple[int, int] | None:
+        """The step is a known integer that leaves a remainder of a value the stop is known
+        to take (`range(0, 1000, 128)`): the code shows that the last batch is smaller. That
+        value and the step, or None."""
         known = self._known_sizes(stop, step, loop)
-        return known is not None and any(t % known[0] for t in known[1])
+        if known is None:
+            return None
+        return next(((t, known[0]) for t in known[1] if t % known[0]), None)
 
     def _known_sizes(self, stop: cst.BaseExpression, step: cst.BaseExpression, loop: cst.For) -> tuple[int, list[int]] | None:
         """The step, when it is a known integer above 1, and the values the stop is known to

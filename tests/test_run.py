@@ -40,7 +40,7 @@ RUNS = {
     "jit-in-loop/bad_bound_method": {("JL007", 18)},
     "jit-in-loop/bad_captured": {("JL007", 13), ("JL007", 16)},
     "jit-in-loop/bad_lambda_loop": {("JL007", 19), ("JL007", 20), ("JL007", 23)},
-    "pad-final-batch/bad_ragged_loss": {("JL004", 22)},
+    "pad-final-batch/bad_ragged_loss": {("JL004", 21)},
     "tree-at-batch/bad_chain": {("JL003", 30), ("JL003", 39)},
     "tree-at-batch/bad_plan_loop": {("JL003", 66)},
     "tree-at-batch/bad_return_chain": {("JL003", 20), ("JL003", 25), ("JL003", 30), ("JL003", 36)},
@@ -396,7 +396,7 @@ def test_summary_and_dict(tmp_path: Path) -> None:
     report = _profile_main(FIXTURES / "pad-final-batch/bad_ragged_loss.py")
     text = report.summary()
     assert text.startswith("jaxlint run: ") and "compiling" in text and "top lines by cost" in text
-    assert "bad_ragged_loss.py:22" in text
+    assert "bad_ragged_loss.py:21" in text
     data = report.to_dict()
     assert data["device"]["platform"] == "cpu"
     assert data["compiles"] >= 2 and 0 < data["compile_seconds"] <= data["wall_seconds"]
