@@ -364,13 +364,14 @@ class BatchIndex:
             stop, step = args[1], args[2]
             if self._drops_remainder(stop, step, loop) or self._single_rows(step, loop):
                 return None
-            if self._divides(stop, step, loop):
+            known = self._known_sizes(stop, step, loop)
+            if _divides(known):
                 return None
             slices = _step_slices(loop, index, step)
             if not slices:
                 return None
             text = self._code(slices[0])
-            sizes = self._leaves_remainder(stop, step, loop)
+            sizes = _remainder(known)
             why = f"unless `{self._code(stop)}` is a multiple of `{self._code(step)}`"
             if sizes is not None:
                 total, size = sizes
@@ -540,27 +541,14 @@ class BatchIndex:
         size = integer_value(self.ctx, step, [*path, loop])
         return size is not None and size <= 1
 
-    def _divides(self, stop: cst.BaseExpression, step: cst.BaseExpression, loop: cst.For) -> bool:
-        """The step is a known integer that divides every value the stop is known to take: a
-        literal or a name assigned one, a configuration field at the default the file declares
-        for it (`add_argument("--n-keys", default=2000)`, `_frequency.integer_value`), or a
-        parameter of the function that every call of the file passes such a value (`def
-        losses(n_keys)` called with `args.n_keys`): every batch is full, the last one too."""
-        known = self._known_sizes(stop, step, loop)
-        return known is not None and bool(known[1]) and all(t > 0 and t % known[0] == 0 for t in known[1])
-
-    def _leaves_remainder(self, stop: cst.BaseExpression, step: cst.BaseExpression, loop: cst.For) -> tuple[int, int] | None:
-        """The step is a known integer that leaves a remainder of a value the stop is known
-        to take (`range(0, 1000, 128)`): the code shows that the last batch is smaller. That
-        value and the step, or None."""
-        known = self._known_sizes(stop, step, loop)
-        if known is None:
-            return None
-        return next(((t, known[0]) for t in known[1] if t % known[0]), None)
-
     def _known_sizes(self, stop: cst.BaseExpression, step: cst.BaseExpression, loop: cst.For) -> tuple[int, list[int]] | None:
         """The step, when it is a known integer above 1, and the values the stop is known to
-        take (`_known_integers`; empty when one is unknown)."""
+        take (`_known_integers`; empty when one is unknown): a literal or a name assigned one, a
+        configuration field at the default the file declares for it (`add_argument("--n-keys",
+        default=2000)`, `_frequency.integer_value`), the first dimension of an array whose
+        shape the code spells, or a parameter of the function that every call of the file
+        passes such a value (`def losses(n_keys)` called with `args.n_keys`). `_divides` and
+        `_remainder` read them."""
         path = self._ancestors(loop)
         if path is None:
             return None
@@ -848,6 +836,20 @@ def _step_slices(loop: cst.For, index: str, step: cst.BaseExpression) -> list[cs
         return isinstance(lower, cst.Name) and lower.value == index and _upper_ok(upper, index, step)
 
     return _bound_slices(loop, match)
+
+
+def _divides(known: tuple[int, list[int]] | None) -> bool:
+    """The step divides every value the stop is known to take (`BatchIndex._known_sizes`):
+    every batch is full, the last one too."""
+    return known is not None and bool(known[1]) and all(t > 0 and t % known[0] == 0 for t in known[1])
+
+
+def _remainder(known: tuple[int, list[int]] | None) -> tuple[int, int] | None:
+    """A value the stop is known to take that the step leaves a remainder of (`range(0, 1000,
+    128)`: the code shows that the last batch is smaller), with the step; or None."""
+    if known is None:
+        return None
+    return next(((t, known[0]) for t in known[1] if t % known[0]), None)
 
 
 def _clamped_slices(loop: cst.For, index: str, step: cst.BaseExpression) -> list[cst.Subscript]:
