@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ._bindings import Binding, Kind
-from ._nodes import iter_subtree
+from ._nodes import iter_subtree, keyword_argument, keyword_or_position
 from ._walk import iter_children
 
 if TYPE_CHECKING:
@@ -474,10 +474,6 @@ _NUMPY_RANDOM_DIMS = frozenset({"randn", "rand"})  # `np.random.randn(d0, d1, ..
 _GENERATOR_MAKERS = frozenset({"numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.Generator"})
 
 
-def _keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
-    return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
-
-
 def _spelled_shape(name: str, call: cst.Call, positional: list[cst.BaseExpression]) -> cst.BaseExpression | None:
     """The shape argument of an array constructor or sampler of jax or NumPy (`name`)."""
     function = name.rsplit(".", 1)[-1]
@@ -485,10 +481,10 @@ def _spelled_shape(name: str, call: cst.Call, positional: list[cst.BaseExpressio
         if name.startswith("numpy.random.") and function in _NUMPY_RANDOM_DIMS:
             return positional[0] if positional else None
         if name.startswith("jax.random."):
-            return _keyword(call, "shape") or (positional[1] if len(positional) > 1 else None)
-        return _keyword(call, "size")
+            return keyword_or_position(call, "shape", 1)
+        return keyword_argument(call, "size")
     if function in _SHAPED and name.count(".") <= 2:
-        return _keyword(call, "shape") or (positional[0] if positional else None)
+        return keyword_or_position(call, "shape", 0)
     return None
 
 
@@ -508,7 +504,7 @@ def _generator_draw(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], d
     func = call.func
     if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
         return None
-    size = _keyword(call, "size")
+    size = keyword_argument(call, "size")
     if size is None:
         return None
     makers = _assigned(ctx, func.value.value, path)

@@ -22,6 +22,8 @@ __all__ = [
     "contains_exit",
     "free_names",
     "iter_subtree",
+    "keyword_argument",
+    "keyword_or_position",
     "reads_name",
     "root_name",
     "spelled_numbers",
@@ -256,3 +258,18 @@ def one_line(node: cst.CSTNode, module: cst.Module | None = None) -> str:
 def shorten(text: str, limit: int = 40) -> str:
     """`text`, cut to `limit` characters with `...` at the end when it is longer."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def keyword_argument(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    """The value `call` passes for the keyword `name`, or None."""
+    return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+
+
+def keyword_or_position(call: cst.Call, keyword: str, index: int) -> cst.BaseExpression | None:
+    """The value `call` passes for `keyword`, by keyword or as its `index`-th positional
+    argument (not counting `*args`), or None."""
+    found = keyword_argument(call, keyword)
+    if found is not None:
+        return found
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    return positional[index] if index < len(positional) else None

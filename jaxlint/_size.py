@@ -25,7 +25,7 @@ import libcst as cst
 from . import _jaxapi
 from ._bindings import Kind
 from ._frequency import integer_value, items_count
-from ._nodes import iter_subtree
+from ._nodes import iter_subtree, keyword_or_position
 
 if TYPE_CHECKING:
     from ._context import FileContext
@@ -173,21 +173,13 @@ def _call(ctx: FileContext, call: cst.Call, path: list[cst.CSTNode], depth: int)
 
 def _layer(ctx: FileContext, call: cst.Call, name: str, path: list[cst.CSTNode], depth: int) -> int | None:
     if name == "MLP":
-        depth_arg = _keyword_or_position(call, "depth", 3)
+        depth_arg = keyword_or_position(call, "depth", 3)
         layers = None if depth_arg is None else integer_value(ctx, depth_arg, [*path, call])
         return None if layers is None else 2 * (layers + 1)
     if name == "Sequential":
-        layers_arg = _keyword_or_position(call, "layers", 0)
+        layers_arg = keyword_or_position(call, "layers", 0)
         return None if layers_arg is None else leaf_count(ctx, layers_arg, [*path, call], depth + 1)
     return _LAYER_LEAVES.get(name)
-
-
-def _keyword_or_position(call: cst.Call, keyword: str, index: int) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    positional = [a.value for a in call.args if a.keyword is None and not a.star]
-    return positional[index] if index < len(positional) else None
 
 
 def _module_class(ctx: FileContext, name: cst.Name, call: cst.Call, path: list[cst.CSTNode], depth: int) -> int | None:

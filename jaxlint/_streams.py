@@ -17,7 +17,7 @@ import libcst as cst
 
 from . import _batches, _jaxapi
 from ._callgraph import call_arguments, method_call_arguments, positional_params
-from ._nodes import free_names, iter_subtree
+from ._nodes import free_names, iter_subtree, keyword_argument
 from ._scope import target_names
 
 if TYPE_CHECKING:
@@ -144,10 +144,10 @@ class Streams:
         if method in ("batch", "padded_batch") and not inner.hf:
             return self._batch(expr, method, inner, path)
         if method == "as_dataset" and inner.splits:
-            split = positional[0] if positional else _keyword(expr, "split")
+            split = positional[0] if positional else keyword_argument(expr, "split")
             return Stream(examples=_split_size(dict(inner.splits), split))
         if method == "repeat":
-            count = positional[0] if positional else _keyword(expr, "count")
+            count = positional[0] if positional else keyword_argument(expr, "count")
             if count is None or not (isinstance(count, cst.Integer) and int(count.value) > 0):
                 return replace(inner, infinite=inner.infinite or inner.ragged is None)
             return inner
@@ -188,7 +188,7 @@ class Streams:
         when the list (spelled out in the call, or a name assigned one) holds a batching
         operation that keeps the smaller last batch; None when it holds none or the linter
         cannot read the list."""
-        operations = _keyword(call, keyword)
+        operations = keyword_argument(call, keyword)
         at = path
         shared = isinstance(operations, cst.Name)  # a list other loaders may be given too
         if isinstance(operations, cst.Name):
@@ -208,13 +208,13 @@ class Streams:
             if any(a.star for a in op.args):
                 return Stream(loader=True)
             positional = [a.value for a in op.args if a.keyword is None]
-            size = positional[0] if positional else _keyword(op, "batch_size")
-            drop = positional[1] if len(positional) > 1 else _keyword(op, _jaxapi.BATCH_OPERATIONS[name])
+            size = positional[0] if positional else keyword_argument(op, "batch_size")
+            drop = positional[1] if len(positional) > 1 else keyword_argument(op, _jaxapi.BATCH_OPERATIONS[name])
             if drop is not None and not (isinstance(drop, cst.Name) and drop.value == "False"):
                 return Stream(loader=True)
             if size is None or (isinstance(size, cst.Integer) and size.value == "1"):
                 return Stream(loader=True)
-            shuffled = self._shuffling_sampler(_keyword(call, "sampler"), path)
+            shuffled = self._shuffling_sampler(keyword_argument(call, "sampler"), path)
             drop = None if shared else (op, _jaxapi.BATCH_OPERATIONS[name])
             return Stream(op, loader=True, shuffled=shuffled, drop=drop)  # type: ignore[arg-type]
         return None
@@ -224,7 +224,7 @@ class Streams:
         if isinstance(sampler, cst.Name):
             found = self.binding(sampler, path)
             sampler = found[0] if found is not None and found[2] < 0 else None  # type: ignore[assignment]
-        return isinstance(sampler, cst.Call) and _true(_keyword(sampler, "shuffle"))
+        return isinstance(sampler, cst.Call) and _true(keyword_argument(sampler, "shuffle"))
 
     def _loader_class(self, name: cst.Name, path: list[cst.CSTNode]) -> bool:
         """A class of this file that subclasses a data loader (`class NumpyLoader(DataLoader)`)."""
@@ -260,8 +260,8 @@ class Streams:
         from ._frequency import integer_value
 
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
-        dataset = positional[0] if positional else _keyword(call, "dataset")
-        size = positional[position] if len(positional) > position else _keyword(call, "batch_size")
+        dataset = positional[0] if positional else keyword_argument(call, "dataset")
+        size = positional[position] if len(positional) > position else keyword_argument(call, "batch_size")
         if dataset is None or size is None:
             return False
         batch = integer_value(self.ctx, size, [*path, call])
@@ -277,7 +277,7 @@ class Streams:
         if sizes is None or any(a.star for a in dataset.args):
             return False
         args = [a.value for a in dataset.args if a.keyword is None]
-        train = args[1] if len(args) > 1 else _keyword(dataset, "train")
+        train = args[1] if len(args) > 1 else keyword_argument(dataset, "train")
         if train is None or (isinstance(train, cst.Name) and train.value == "True"):
             split = "train"
         elif isinstance(train, cst.Name) and train.value == "False":
@@ -301,7 +301,7 @@ class Streams:
     def _source(self, call: cst.Call, name: str) -> Stream | None:
         """`tf.data.Dataset.from_tensor_slices(x)`, `tfds.load(...)`, `tfds.builder(...)`."""
         if name == "tensorflow_datasets.load":
-            size = _keyword(call, "batch_size")
+            size = keyword_argument(call, "batch_size")
             if size is not None:
                 # `batch_size=-1`: the whole split as tensors, not a dataset; `batch_size=n`:
                 # batches of n, the last one smaller.
@@ -310,20 +310,20 @@ class Streams:
                 return Stream(call)
         if name in ("tensorflow_datasets.load", "tensorflow_datasets.builder"):
             positional = [a.value for a in call.args if a.keyword is None and not a.star]
-            dataset = positional[0] if positional else _keyword(call, "name")
+            dataset = positional[0] if positional else keyword_argument(call, "name")
             known = _jaxapi.TFDS_SIZES.get(dataset.evaluated_value) if isinstance(dataset, cst.SimpleString) else None  # type: ignore[arg-type]
             if known is not None and name.endswith(".builder"):
                 return Stream(splits=tuple(known.items()))
             if known is not None:
-                return Stream(examples=_split_size(known, _keyword(call, "split")))
+                return Stream(examples=_split_size(known, keyword_argument(call, "split")))
         return Stream()
 
     def _hf_batch(self, call: cst.Call, inner: Stream) -> Stream:
         """A Hugging Face dataset's `.iter(batch_size=bs)` or `.batch(bs)`: ragged unless
         `drop_last_batch` is passed anything but `False`."""
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
-        size = positional[0] if positional else _keyword(call, "batch_size")
-        drop = positional[1] if len(positional) > 1 else _keyword(call, "drop_last_batch")
+        size = positional[0] if positional else keyword_argument(call, "batch_size")
+        drop = positional[1] if len(positional) > 1 else keyword_argument(call, "drop_last_batch")
         if any(a.star for a in call.args) or size is None or (isinstance(size, cst.Integer) and size.value == "1"):
             return inner
         if drop is not None and not (isinstance(drop, cst.Name) and drop.value == "False"):
@@ -332,9 +332,9 @@ class Streams:
 
     def _batch(self, call: cst.Call, method: str, inner: Stream, path: list[cst.CSTNode] | None = None) -> Stream:
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
-        size = positional[0] if positional else _keyword(call, "batch_size")
+        size = positional[0] if positional else keyword_argument(call, "batch_size")
         index = 1 if method == "batch" else 3
-        drop = positional[index] if len(positional) > index else _keyword(call, "drop_remainder")
+        drop = positional[index] if len(positional) > index else keyword_argument(call, "drop_remainder")
         if drop is not None and not (isinstance(drop, cst.Name) and drop.value == "False"):
             return inner  # `drop_remainder=True`, or a value the linter cannot know
         if inner.infinite or (isinstance(size, cst.Integer) and size.value == "1") or size is None:
@@ -565,18 +565,18 @@ def _loader(
         if any(a.star for a in forwarded.args):
             return None
         call = call.with_changes(args=[*(a for a in call.args if not a.star), *(a for a in forwarded.args if a.keyword is not None)])
-    if any(a.star for a in call.args) or _keyword(call, "batch_sampler") is not None:
+    if any(a.star for a in call.args) or keyword_argument(call, "batch_sampler") is not None:
         return None
     positional = [a.value for a in call.args if a.keyword is None]
-    size = positional[position] if len(positional) > position else _keyword(call, "batch_size")
+    size = positional[position] if len(positional) > position else keyword_argument(call, "batch_size")
     if size is None or (isinstance(size, cst.Integer) and size.value == "1") or isinstance(size, cst.Name) and size.value == "None":
         return None
-    drop = _keyword(call, drop_keyword)
+    drop = keyword_argument(call, drop_keyword)
     if drop is not None and not (isinstance(drop, cst.Name) and drop.value == "False"):
         return Stream(loader=True)
     # With `forwarded`, `call` is made up: the keyword goes to the call that forwards it.
     target = forwarded if forwarded is not None else call
-    return Stream(call, loader=True, shuffled=_true(_keyword(call, "shuffle")), drop=(target, drop_keyword))
+    return Stream(call, loader=True, shuffled=_true(keyword_argument(call, "shuffle")), drop=(target, drop_keyword))
 
 
 # Dataset methods that keep the number of examples of a stream not yet batched.
@@ -601,8 +601,8 @@ def _chunks(call: cst.Call, position: int) -> Stream | None:
     if any(a.star for a in call.args):
         return None
     positional = [a.value for a in call.args if a.keyword is None]
-    size = positional[position] if len(positional) > position else _keyword(call, "n")
-    strict = _keyword(call, "strict")
+    size = positional[position] if len(positional) > position else keyword_argument(call, "n")
+    strict = keyword_argument(call, "strict")
     if size is None or (isinstance(size, cst.Integer) and size.value == "1"):
         return None
     if strict is not None and not (isinstance(strict, cst.Name) and strict.value == "False"):
@@ -622,8 +622,3 @@ def _unconditional(block: cst.CSTNode, value: cst.CSTNode) -> bool:
 
 def _true(value: cst.BaseExpression | None) -> bool:
     return isinstance(value, cst.Name) and value.value == "True"
-
-
-def _keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
-    return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
-
