@@ -31,7 +31,10 @@ def default_mirrors() -> Path:
 
 def mirror_of(mirrors: Path, name: str) -> Path:
     folder = mirrors / repo_folder(name)
-    return folder / "repo" if (folder / "repo").is_dir() else folder
+    for git_dir in (folder / "repo" / ".git", folder / "repo"):  # some snapshots are clones with a work tree
+        if git_dir.is_dir():
+            return git_dir
+    return folder
 
 
 def export(repo: Repo, mirrors: Path) -> str:
