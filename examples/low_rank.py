@@ -1,7 +1,8 @@
-"""Swap every matching linear layer of a model for a low-rank version of itself.
+"""Keep the matching linear layers of a model low-rank: project them after every update.
 
-The update loop calls `eqx.tree_at` once per matched layer, and each call rebuilds the whole
-model. `jaxlint check examples/` points at it; `jaxlint fix --unsafe-fixes` batches it.
+The projection calls `eqx.tree_at` once per matched layer, and each call rebuilds the whole
+model, on every step. `jaxlint check examples/` points at it; `jaxlint fix --unsafe-fixes`
+batches it.
 """
 
 import fnmatch
@@ -48,9 +49,11 @@ def apply_plan(model, plan):
     return model
 
 
-def main():
+def main(steps=100):
     model = Encoder(depth=4, width=16, key=jax.random.PRNGKey(0))
-    model = apply_plan(model, {"blocks.*.mlp": low_rank})
+    for _ in range(steps):
+        model = jax.tree_util.tree_map(lambda w: 0.99 * w, model)  # stands for an optimiser update
+        model = apply_plan(model, {"blocks.*.mlp": low_rank})
     return [block.mlp.weight for block in model.blocks]
 
 

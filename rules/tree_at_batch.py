@@ -20,8 +20,13 @@ equinox 0.13), however few nodes it replaces. N calls cost N traversals; one cal
 ## Example
 
 ```python
-for name, layer in plan.items():
-    model = eqx.tree_at(lambda m: getattr(m, name), model, layer)
+def apply_plan(model, plan):
+    for name, layer in plan.items():
+        model = eqx.tree_at(lambda m: getattr(m, name), model, layer)
+    return model
+
+for batch in batches:  # the plan is applied on every step
+    model = apply_plan(model, plan)
 
 net = eqx.tree_at(lambda m: m.encoder, net, encoder)
 net = eqx.tree_at(lambda m: m.decoder.head, net, head)
@@ -30,11 +35,15 @@ net = eqx.tree_at(lambda m: m.decoder.head, net, head)
 Use instead:
 
 ```python
-wheres, replacements = [], []
-for name, layer in plan.items():
-    wheres.append(lambda m, name=name: getattr(m, name))
-    replacements.append(layer)
-model = eqx.tree_at(lambda m: [w(m) for w in wheres], model, replacements)
+def apply_plan(model, plan):
+    wheres, replacements = [], []
+    for name, layer in plan.items():
+        wheres.append(lambda m, name=name: getattr(m, name))
+        replacements.append(layer)
+    return eqx.tree_at(lambda m: [w(m) for w in wheres], model, replacements)
+
+for batch in batches:
+    model = apply_plan(model, plan)
 
 net = eqx.tree_at(lambda m: [m.encoder, m.decoder.head], net, [encoder, head])
 ```
@@ -296,6 +305,14 @@ class TreeAtBatch(Rule):
         index = next(i for i, n in enumerate(call.ancestors) if n is innermost)
         return _few(iteration_count(self.ctx, innermost, call.ancestors[:index]))
 
+    def _few_in_setup(self, call: TreeAtCall) -> bool:
+        """Whether the loop runs a few times (over a model's layers, a dict's entries, a count
+        of at most `FEW`) in code the engine does not show to repeat: a bounded number of
+        extra traversals, paid once."""
+        innermost = call.loops[-1]
+        index = next(i for i, n in enumerate(call.ancestors) if n is innermost)
+        return loop_runs(self.ctx, innermost, call.ancestors[:index]).often is Often.FEW
+
     def _repeated(self, call: TreeAtCall) -> str | None:
         """How a chain comes to run many times, as evidence: in a loop that runs many times,
         or in a function that such a loop calls (`CallGraph.repeats`), here or in another
@@ -309,7 +326,7 @@ class TreeAtBatch(Rule):
         function = ctx.calls.function(call.function) if call.function is not None else None
         if function is None:
             return None
-        for repeat in ctx.calls.repeats(function):
+        for repeat in ctx.calls.repeats(function, drivers=True):
             return call_chain_evidence(
                 ctx, repeat.site.call, repeat.site.path, repeat.loop, [f.name for f in repeat.chain]
             )
@@ -325,6 +342,9 @@ class TreeAtBatch(Rule):
             if call.loops and call.assigns_back and _repeats_on_same_tree(call, self._calls):
                 if self._few_updates(call):
                     continue
+                repeated = self._repeated(call)
+                if repeated is None and not self.preview and self._few_in_setup(call):
+                    continue  # a few updates in set-up run once (weights converted per layer): paid once
                 if chain is not None:
                     fix = chain_fix(module, chain)
                 elif id(call.call) in in_chain:
@@ -338,7 +358,7 @@ class TreeAtBatch(Rule):
                     _loop_message(module, call),
                     fix=fix,
                     ancestors=call.ancestors,
-                    evidence=[loop_evidence(self.ctx, call.loops[-1], [*call.ancestors, call.call])],
+                    evidence=[repeated or loop_evidence(self.ctx, call.loops[-1], [*call.ancestors, call.call])],
                 )
             elif chain is not None and not _chain_is_silent(chain):
                 repeated = self._repeated(call)

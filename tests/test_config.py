@@ -17,6 +17,9 @@ def f(model, plan):
     for name, layer in plan.items():
         model = eqx.tree_at(lambda m: getattr(m, name), model, layer)
     return model
+
+for batch in loader:
+    model = f(model, batch)
 """
 
 

@@ -42,13 +42,13 @@ RUNS = {
     "jit-in-loop/bad_lambda_loop": {("JL007", 19), ("JL007", 20), ("JL007", 23)},
     "pad-final-batch/bad_ragged_loss": {("JL004", 21)},
     "tree-at-batch/bad_chain": {("JL003", 30), ("JL003", 39)},
-    "tree-at-batch/bad_plan_loop": {("JL003", 66)},
+    "tree-at-batch/bad_plan_loop": {("JL003", 67)},
     "tree-at-batch/bad_return_chain": {("JL003", 20), ("JL003", 25), ("JL003", 30), ("JL003", 36)},
     "host-copy-in-loop/bad_extraction": {("JL005", 18), ("JL005", 25), ("JL005", 30)},
     "host-copy-in-loop/bad_scan_over_device_array": {("JL005", 20)},
     "host-copy-in-loop/bad_compiled_through_helper": {("JL005", 22)},  # not 21: one comparison of a synced slice
     "filter-jit-per-call/bad_name_rebound_elsewhere": {("JL002", 36)},
-    "tree-at-batch/bad_annotated_loop": {("JL003", 10)},
+    "tree-at-batch/bad_annotated_loop": {("JL003", 11)},
     "tree-at-batch/bad_attribute_plain_target": {("JL003", 15)},
     "tree-at-batch/bad_attribute_target": {("JL003", 15), ("JL003", 20), ("JL003", 32)},
     "tree-at-batch/bad_plain_target": {("JL003", 11)},
@@ -101,7 +101,7 @@ FIXED_RUNS = {
 SLOW_RUNS = {
     "filter-jit-per-call/bad_mlp_training": {("JL002", 36), ("JL002", 40)},
     "filter-jit-per-call/bad_transformer_dropout": {("JL002", 78), ("JL002", 82)},
-    "tree-at-batch/bad_layer_loop": {("JL003", 15)},
+    "tree-at-batch/bad_layer_loop": {("JL003", 16)},
 }
 RUNS.update(SLOW_RUNS)
 CODES = {
@@ -719,7 +719,7 @@ EXAMPLES = ROOT / "examples"
 EXAMPLE_RUNS = {
     # JL001 at 24: reset_head's initialisers also run eagerly on each of the 1000 steps.
     "freeze_head": {("JL001", 24), ("JL003", 26)},
-    "low_rank": {("JL003", 47)},
+    "low_rank": {("JL003", 48)},
     # JL006 at 58: train_step's first call, and compile, inside the interval timed at 62
     "train_loop": {("JL002", 58), ("JL004", 58), ("JL004", 72), ("JL005", 72), ("JL006", 58)},
     "generate": {("JL001", 33), ("JL007", 53), ("JL008", 42), ("JL005", 44), ("JL006", 64)},

@@ -19,6 +19,9 @@ def f(model, plan):
     for name, layer in plan.items():
         model = eqx.tree_at(lambda m: getattr(m, name), model, layer){comment}
     return model
+
+for batch in loader:
+    model = f(model, batch)
 """
 
 CHAIN = """\
@@ -110,6 +113,10 @@ def f(model, plan):
             layer,
         ){last}
     return model
+
+
+for batch in loader:
+    model = f(model, batch)
 """
 
 

@@ -89,9 +89,9 @@ def test_attribute_loop_using_the_object_elsewhere_has_no_fix() -> None:
     assert _applicability(
         """
         class C:
-            def f(self, names):
-                for name in names:
-                    self.m = eqx.tree_at(lambda t: getattr(t, name), self.m, 0)
+            def f(self, steps):
+                for i in range(steps):
+                    self.m = eqx.tree_at(lambda t: t.layers[i].w, self.m, 0)
                     self.step()
         """
     ) is None
