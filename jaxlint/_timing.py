@@ -22,6 +22,7 @@ from . import _jaxapi
 from ._waits import DeviceFlow, Step, Work, light_call
 from ._nodes import free_names, iter_subtree, literal_iterations
 from ._scope import target_names
+from ._walk import walk_with_paths
 from ._walk import iter_children
 
 
@@ -554,6 +555,8 @@ class TimingIndex:
             once = self._once[id(region.scope)] = _runs_once(region.scope, self.ctx.module)
         if not once or not (region.start_in_loop or self.reported_per_step(region)):
             return []
+        if not region.start_in_loop and self._read_on_iterations(region):
+            return []  # the run's own clock: its total and rate are over the whole run
         hits = []
         for callee, (call, path) in found.items():
             key = (id(region.start), callee)
@@ -562,6 +565,28 @@ class TimingIndex:
             if not self._warm[key]:
                 hits.append((call, path, callee))
         return hits
+
+    def _read_on_iterations(self, region: TimedRegion) -> bool:
+        """Whether the clock is also read, without a restart, on the iterations of a loop
+        between its start and this read (`elapsed = time.time() - t_start` in each logging
+        step of the training loop): a running clock of the whole run, so a total or rate
+        read from it after the loop is the run's too, its one compile amortised over the run
+        (`TimedRegion.running_clock`, for the reads in the loop)."""
+        for segment in region.segments:
+            for step in segment.steps():
+                if not step.repeated:
+                    continue
+                for node, path in walk_with_paths(step.node, list(step.path)):
+                    if (
+                        isinstance(node, cst.BinaryOperation)
+                        and isinstance(node.operator, cst.Subtract)
+                        and isinstance(node.right, cst.Name)
+                        and node.right.value == region.start_name
+                        and isinstance(node.left, cst.Call)
+                        and is_timer_read(self.ctx, node.left, [*path, node])
+                    ):
+                        return True
+        return False
 
     def _walk(self, region: TimedRegion) -> _Progress:
         """Feed the region's steps, reusing what an earlier end read of the same start (down
