@@ -15,7 +15,10 @@ Finds timing code that does not time the device work it surrounds:
   the figure is a time per step (the elapsed time divided by a count, or by the count spelled
   in the loop's header, `/ 100` after `for _ in range(100)`; a rate such as steps per second;
   or the figure a benchmark helper returns); the wall time of a whole run, printed as a total
-  or in minutes, includes its one compile as it should;
+  or in minutes, includes its one compile as it should, and so does a total or rate read
+  after the loop from the run's own clock, one the loop also reads on its iterations without
+  a restart (`elapsed = time.time() - t_start` on its logging steps, then `total_steps /
+  (time.time() - t_start)` at the end);
 - a timed pass that a loop repeats, whose jitted function is first called in the first pass,
   when the passes' times are averaged (`times.append(time.time() - t0)` in the loop, then
   `np.mean(times)` or `sum(times) / len(times)`): the compile is in the average. The best pass
