@@ -58,7 +58,11 @@ inside jitted or otherwise traced code (`@eqx.filter_jit` bodies, functions hand
 transform, methods of a `Module`): there each call runs once per compile, not once per step;
 and for a loop whose header says it runs three times or fewer (`for split in ("train",
 "validation"):`, or a literal list every caller in the file passes), where batching saves one
-or two traversals. A chain is reported only where the engine shows it runs many times (in a
+or two traversals. A loop that runs a few times (over a model's layers, a dict's entries, a
+count of at most 20) in code the engine does not show to repeat is set-up paid once (weights
+copied into a model layer by layer when a checkpoint is loaded): reported only with
+`--preview`. Repeated means in a loop over data or steps, or in a function such a loop calls
+(a loop over a loader in a caller whose mode is unknown counts: no trace iterates a loader). A chain is reported only where the engine shows it runs many times (in a
 loop that does, or in a function such a loop calls; the finding says which): in set-up code
 run once (weights initialised when a model is built, a checkpoint loaded) its extra
 traversals are paid once.
