@@ -180,6 +180,11 @@ def needed_now(ctx: FileContext, node: cst.Call, path: list[cst.CSTNode] | None 
             names = {n for t in small.targets if isinstance(t.target, (cst.Name, cst.Tuple)) for n in target_names(t.target)}
             if any(used_statically(ctx, loop, name, statement, around) for name in names):
                 return True
+            # `log_probs = jax.device_get(out)`, `probs = np.exp(log_probs)`, then
+            # `np.random.choice(n, p=probs[i])`: what the loop makes of the copy is handed to a
+            # host library, which computes with it now
+            if any(handed_to_host_library(ctx, loop, name, around) for name in derived(loop, names)):
+                return True
             # `sim.qpos = np.array(state.qpos)` then `mujoco.mj_forward(model, sim)`: the
             # host object it is stored into is handed to a host library in the loop
             holders = {root_name(t.target) for t in small.targets if isinstance(t.target, (cst.Attribute, cst.Subscript))}

@@ -79,7 +79,9 @@ simulator state stored into the object `mujoco.mj_forward` is given, an image fo
 made: `env = gym.make(name)`, then `env.step(action)`, also in a function every call of
 which passes such an object for its parameter (`def rollout(params, env)`, called as
 `rollout(p, env)`); `es = cma.CMAEvolutionStrategy(...)`, then
-`es.tell(solutions, np.array(scores))`),
+`es.tell(solutions, np.array(scores))`; also what the loop computes from the copy:
+`log_probs = jax.device_get(out)`, `probs = np.exp(log_probs)`, then an action drawn on the
+host with `np.random.choice(n, p=probs[i])`),
 for a copy between two reads of a clock started in the same block (`t0 = time.perf_counter()`,
 the jitted call, `v = float(out[0])`, then at once `t1 = time.perf_counter()`): the wait a
 timing needs (unsynced-timing asks for one), which the loop pays on every iteration anyway;
