@@ -305,17 +305,13 @@ class TreeAtBatch(Rule):
 
     def _few_updates(self, call: TreeAtCall) -> bool:
         """The loop's header says it runs two or three times (`for key in ("train", "val")`)."""
-        innermost = call.loops[-1]
-        index = next(i for i, n in enumerate(call.ancestors) if n is innermost)
-        return _few(iteration_count(self.ctx, innermost, call.ancestors[:index]))
+        return _few(iteration_count(self.ctx, *_innermost_loop(call)))
 
-    def _few_in_setup(self, call: TreeAtCall) -> bool:
+    def _few_iterations(self, call: TreeAtCall) -> bool:
         """Whether the loop runs a few times (over a model's layers, a dict's entries, a count
-        of at most `FEW`) in code the engine does not show to repeat: a bounded number of
-        extra traversals, paid once."""
-        innermost = call.loops[-1]
-        index = next(i for i, n in enumerate(call.ancestors) if n is innermost)
-        return loop_runs(self.ctx, innermost, call.ancestors[:index]).often is Often.FEW
+        of at most `FEW`): where no caller repeats it, a bounded number of extra traversals,
+        paid once."""
+        return loop_runs(self.ctx, *_innermost_loop(call)).often is Often.FEW
 
     def _repeated(self, call: TreeAtCall) -> str | None:
         """How a chain comes to run many times, as evidence: in a loop that runs many times,
@@ -347,7 +343,7 @@ class TreeAtBatch(Rule):
                 if self._few_updates(call):
                     continue
                 repeated = self._repeated(call)
-                if repeated is None and not self.preview and self._few_in_setup(call):
+                if repeated is None and not self.preview and self._few_iterations(call):
                     continue  # a few updates in set-up run once (weights converted per layer): paid once
                 if chain is not None:
                     fix = chain_fix(module, chain)
@@ -375,6 +371,13 @@ class TreeAtBatch(Rule):
                     ancestors=call.ancestors,
                     evidence=[repeated],
                 )
+
+
+def _innermost_loop(call: TreeAtCall) -> tuple[cst.CSTNode, list[cst.CSTNode]]:
+    """The loop nearest to the call, with its ancestors."""
+    innermost = call.loops[-1]
+    index = next(i for i, n in enumerate(call.ancestors) if n is innermost)
+    return innermost, call.ancestors[:index]
 
 
 def _chains(calls: list[TreeAtCall]) -> list[list[TreeAtCall]]:
