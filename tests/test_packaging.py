@@ -28,6 +28,10 @@ LOOP = textwrap.dedent(
         for getter, layer in plan:
             model = eqx.tree_at(getter, model, layer)
         return model
+
+
+    for batch in loader:
+        model = apply_plan(model, batch)
     """
 )
 LOOP_BATCHED = textwrap.dedent(
@@ -39,6 +43,10 @@ LOOP_BATCHED = textwrap.dedent(
         getters = [getter for getter, _ in plan]
         layers = [layer for _, layer in plan]
         return eqx.tree_at(lambda m: [g(m) for g in getters], model, layers)
+
+
+    for batch in loader:
+        model = apply_plan(model, batch)
     """
 )
 CHAIN = textwrap.dedent(
