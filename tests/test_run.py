@@ -42,7 +42,7 @@ RUNS = {
     "jit-in-loop/bad_lambda_loop": {("JL007", 19), ("JL007", 20), ("JL007", 23)},
     "pad-final-batch/bad_ragged_loss": {("JL004", 21)},
     "tree-at-batch/bad_chain": {("JL003", 30), ("JL003", 39)},
-    "tree-at-batch/bad_plan_loop": {("JL003", 67)},
+    "tree-at-batch/bad_plan_loop": {("JL003", 66)},
     "tree-at-batch/bad_return_chain": {("JL003", 20), ("JL003", 25), ("JL003", 30), ("JL003", 36)},
     "host-copy-in-loop/bad_extraction": {("JL005", 18), ("JL005", 25), ("JL005", 30)},
     "host-copy-in-loop/bad_scan_over_device_array": {("JL005", 20)},
