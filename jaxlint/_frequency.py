@@ -53,6 +53,7 @@ __all__ = [
     "iteration_count",
     "loop_runs",
     "never_runs",
+    "over_model_parts",
     "paced_by_clock",
     "runs_few_times",
     "streams",
@@ -121,9 +122,9 @@ def loop_runs(
     if isinstance(loop, cst.For) and _over_dict_entries(loop.iter):
         return LoopRuns(Often.FEW, f"over the entries of a dict (`{header}`)")
     path = [*ancestors, loop]
+    if compiles and over_model_parts(ctx, loop, path):
+        return LoopRuns(Often.MANY, f"over a model's layers or blocks, dozens in a real model (`{header}`)")
     if not runs_many_times(ctx, loop, path, shown=False):  # type: ignore[arg-type]
-        if compiles and runs_many_times(ctx, loop, path, compiles=True):  # type: ignore[arg-type]
-            return LoopRuns(Often.MANY, f"over a model's layers or blocks, dozens in a real model (`{header}`)")
         return LoopRuns(Often.FEW, f"over a model's parts or a small table (`{header}`)")
     if isinstance(loop, cst.While):
         if isinstance(loop.test, cst.Name) and loop.test.value == "True":
@@ -133,6 +134,16 @@ def loop_runs(
     if not streams(ctx, iterable, path):
         return LoopRuns(Often.UNKNOWN, f"over `{header}`, whose length the code does not show")
     return LoopRuns(Often.MANY, f"over `{header}`")
+
+
+def over_model_parts(ctx: FileContext, loop: cst.CSTNode, path: Sequence[cst.CSTNode]) -> bool:
+    """Whether `loop` (`path` runs through it) runs over a model's layers or blocks
+    (`range(len(model.layers))`, `for block in model.blocks`): not over data or steps, yet
+    dozens of times in a real model. Few for a cost paid once per iteration of set-up code,
+    many for a compile per iteration (`loop_runs(compiles=True)`)."""
+    from ._callgraph import runs_many_times
+
+    return not runs_many_times(ctx, loop, path, shown=False) and runs_many_times(ctx, loop, path, compiles=True)  # type: ignore[arg-type]
 
 
 # Calls that iterate over steps or data however long their argument is: a progress bar is

@@ -180,15 +180,12 @@ def needed_now(ctx: FileContext, node: cst.Call, path: list[cst.CSTNode] | None 
             names = {n for t in small.targets if isinstance(t.target, (cst.Name, cst.Tuple)) for n in target_names(t.target)}
             if any(used_statically(ctx, loop, name, statement, around) for name in names):
                 return True
-            # `log_probs = jax.device_get(out)`, `probs = np.exp(log_probs)`, then
-            # `np.random.choice(n, p=probs[i])`: what the loop makes of the copy is handed to a
-            # host library, which computes with it now
-            if any(handed_to_host_library(ctx, loop, name, around) for name in derived(loop, names)):
-                return True
-            # `sim.qpos = np.array(state.qpos)` then `mujoco.mj_forward(model, sim)`: the
-            # host object it is stored into is handed to a host library in the loop
+            # Handed to a host library in the loop, which computes with it now: what the loop
+            # makes of the copy (`log_probs = jax.device_get(out)`, `probs = np.exp(log_probs)`,
+            # then `np.random.choice(n, p=probs[i])`), or the host object it is stored into
+            # (`sim.qpos = np.array(state.qpos)`, then `mujoco.mj_forward(model, sim)`).
             holders = {root_name(t.target) for t in small.targets if isinstance(t.target, (cst.Attribute, cst.Subscript))}
-            if any(handed_to_host_library(ctx, loop, name, around) for name in holders - {None}):
+            if handed_to_host_library(ctx, loop, derived(loop, names) | (holders - {None}), around):
                 return True
     return False
 
@@ -265,11 +262,13 @@ def used_statically(
     return False
 
 
-def handed_to_host_library(ctx: FileContext, loop: cst.CSTNode, name: str, around: Sequence[cst.CSTNode] = ()) -> bool:
-    """Whether the loop passes `name` to a function of a host library (`feeds_host_library`).
-    `around`: the loop's ancestors."""
+def handed_to_host_library(ctx: FileContext, loop: cst.CSTNode, names: set[str], around: Sequence[cst.CSTNode] = ()) -> bool:
+    """Whether the loop passes one of `names` to a function of a host library
+    (`feeds_host_library`), in one walk of the loop. `around`: the loop's ancestors."""
+    if not names:
+        return False
     for node, path in walk_with_paths(loop, list(around)):
-        if isinstance(node, cst.Call) and any(reads_name(a.value, name) for a in node.args):
+        if isinstance(node, cst.Call) and any(reads_name(a.value, name) for a in node.args for name in names):
             if feeds_host_library(ctx, node, [*path, node]):
                 return True
     return False

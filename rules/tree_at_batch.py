@@ -58,15 +58,15 @@ inside jitted or otherwise traced code (`@eqx.filter_jit` bodies, functions hand
 transform, methods of a `Module`): there each call runs once per compile, not once per step;
 and for a loop whose header says it runs three times or fewer (`for split in ("train",
 "validation"):`, or a literal list every caller in the file passes), where batching saves one
-or two traversals. A loop that runs a few times by what its header shows (over a model's layers or
-blocks, a count of at most 20; not a table of unknown size, such as a plan's entries or a list
-of names) in code the engine does not show to repeat is set-up paid once (weights
+or two traversals. A loop that runs a few times by what its header shows (over a model's
+layers or blocks, a count of at most 20; not a table of unknown size, such as a plan's entries
+or a list of names) in code the engine does not show to repeat is set-up paid once (weights
 copied into a model layer by layer when a checkpoint is loaded): reported only with
 `--preview`. Repeated means in a loop over data or steps, or in a function such a loop calls
-(a loop over a loader in a caller whose mode is unknown counts: no trace iterates a loader). A chain is reported only where the engine shows it runs many times (in a
-loop that does, or in a function such a loop calls; the finding says which): in set-up code
-run once (weights initialised when a model is built, a checkpoint loaded) its extra
-traversals are paid once.
+(a loop over a loader in a caller whose mode is unknown counts: no trace iterates a loader).
+A chain is reported only where the engine shows it runs many times (in a loop that does, or
+in a function such a loop calls; the finding says which): in set-up code run once (weights
+initialised when a model is built, a checkpoint loaded) its extra traversals are paid once.
 
 ## Fix safety
 
@@ -134,8 +134,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from jaxlint._frequency import FEW, Often, call_chain_evidence, iteration_count, loop_evidence, loop_runs
-from jaxlint._callgraph import runs_many_times
+from jaxlint._frequency import FEW, Often, call_chain_evidence, iteration_count, loop_evidence, loop_runs, over_model_parts
 from jaxlint._context import FileContext, Loop
 from jaxlint._jaxapi import TREE_AT
 from jaxlint._nodes import assigns_name, contains_exit, free_names, iter_subtree, literal_iterations, reads_name
@@ -318,8 +317,7 @@ class TreeAtBatch(Rule):
         count = iteration_count(self.ctx, loop, ancestors)
         if count is not None:
             return count <= FEW
-        path = [*ancestors, loop]
-        return not runs_many_times(self.ctx, loop, path, shown=False) and runs_many_times(self.ctx, loop, path, compiles=True)
+        return over_model_parts(self.ctx, loop, [*ancestors, loop])
 
     def _repeated(self, call: TreeAtCall) -> str | None:
         """How a chain comes to run many times, as evidence: in a loop that runs many times,
