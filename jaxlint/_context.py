@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
@@ -93,6 +93,8 @@ class FileContext:
         self._aliases: list[tuple[str, str]] = []
         self._imports_seen = 0
         self._spellings: dict[tuple[frozenset[str], int], frozenset[str]] = {}
+        # Functions of the file read again with Python's `ast` (`_waits._as_ast`), once each.
+        self.ast_reads: dict[cst.FunctionDef, Any] = {}
 
     def _note_global_rebindings(self) -> None:
         """`global x` then `x = ...` in a function rebinds the module's `x`. Found by text,

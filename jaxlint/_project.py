@@ -131,6 +131,12 @@ class ModuleFacts:
     # `x.item()`, `jax.block_until_ready`: `copies_on_host`): a call of one waits for the device
     # values it reads, whatever the caller can see of its arguments.
     copiers: tuple[str, ...] = ()
+    # Its top-level functions and methods of its top-level classes whose every call hands the
+    # host a device value they compute themselves, as "samples:NAME" (the body needs the copy at
+    # once: `samples_on_host`, a batch sampler drawing offsets with `jax.random`) and
+    # "returns:NAME" (it returns the copy: `returns_on_host`, `return int(jnp.argmax(q))`): a
+    # call of one waits for all the device work dispatched before it.
+    host_needs: tuple[str, ...] = ()
     # The method names it calls on anything (`engine.sample(...)`, `self.sample(...)`), as its
     # text spells them: the evidence that a method of another module is called at all.
     called_methods: tuple[str, ...] = ()
@@ -174,6 +180,7 @@ class Project:
     _unwaited: set[str] = field(default_factory=set)  # functions and methods returning work in flight
     _light: set[str] = field(default_factory=set)  # functions whose device work is light (`ModuleFacts.light`)
     _copiers: set[str] = field(default_factory=set)  # functions and methods that copy to the host (`ModuleFacts.copiers`)
+    _host_needs: set[str] = field(default_factory=set)  # "samples:NAME" / "returns:NAME", absolute (`ModuleFacts.host_needs`)
     _called_methods: set[str] = field(default_factory=set)  # method names some module calls (`ModuleFacts.called_methods`)
     _homes: dict[str, Mapping[str, str]] = field(default_factory=dict)  # module -> top name -> module (`_Layout`)
     _canonical: dict[str, str] | None = None  # `canonical`'s answers, kept once what it reads is complete
@@ -232,6 +239,9 @@ class Project:
                 project._unwaited.update(f"{module.module}.{name}" for name in module.unwaited)
                 project._light.update(f"{module.module}.{name}" for name in module.light)
                 project._copiers.update(f"{module.module}.{name}" for name in module.copiers)
+                for entry in module.host_needs:
+                    kind, _, name = entry.partition(":")
+                    project._host_needs.add(f"{kind}:{module.module}.{name}")
                 project._called_methods.update(module.called_methods)
                 for name, api in module.methods:
                     owner, _, method = name.rpartition(".")
@@ -307,6 +317,7 @@ class Project:
             for name in (
                 *self._jitted, *self._factories, *self._holders, *self._traceables, *self._aliases, *self._bases, *self._builds, *self._streams, *self._forwards,
                 *self._methods, *self._unwaited, *self._light, *self._copiers,
+                *(n.partition(":")[2] for n in self._host_needs),
             ):  # fmt: skip
                 members.setdefault(name.rpartition(".")[0], []).append(name)
         answers: dict[str, str] = {}
@@ -335,6 +346,7 @@ class Project:
                     f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''} {handed} {bases} {linen}"
                     f" {sorted(methods.items())} {self._holders.get(target, '')} {self._joined_text(target) if target in self._traceables else ''}"
                     f" {unwaited} {'light' if target in self._light else ''} {copiers}"
+                    f" {sorted(n for n in self._host_needs if n.partition(':')[2] in (target, *owned['copiers'].get(target, ())))}"
                 )
             return known
 
@@ -535,6 +547,21 @@ class Project:
         `Class.method` of a project class so named, copies arrays to the host or blocks on them
         (`ModuleFacts.copiers`)."""
         return self._names_function_or_method(self._copiers, name, module)
+
+    def samples(self, name: str, module: str | None = None) -> bool:
+        """Whether the project function `name` (as imported into `module`), or the method
+        `Class.method` of a project class so named, needs at once a host copy of a device value
+        it computes itself (`samples_on_host`): every call waits for the device."""
+        return self._names_function_or_method(self._needing("samples"), name, module)
+
+    def returns_host(self, name: str, module: str | None = None) -> bool:
+        """Whether the project function or method `name` returns a host copy of a device value
+        it computes itself (`returns_on_host`)."""
+        return self._names_function_or_method(self._needing("returns"), name, module)
+
+    def _needing(self, kind: str) -> set[str]:
+        prefix = f"{kind}:"
+        return {n[len(prefix):] for n in self._host_needs if n.startswith(prefix)}
 
     def _names_function_or_method(self, names: set[str], name: str, module: str | None) -> bool:
         """Whether `names` (absolute) holds the project function `name` as imported into
@@ -1077,6 +1104,7 @@ class _Summary:
             unwaited=tuple(sorted(_Unwaited(self, jitted).found())),
             light=tuple(sorted(n for n, f in self.functions.items() if light_body(f, self.resolve))),
             copiers=tuple(sorted(self._copiers())),
+            host_needs=tuple(sorted(self._host_needs())),
             parsed=True,
         )
 
@@ -1090,6 +1118,26 @@ class _Summary:
                 for item in statement.body:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and copies_on_host(item, self.resolve):
                         found.add(f"{statement.name}.{item.name}")
+        return found
+
+    def _host_needs(self) -> set[str]:
+        found = set()
+        functions = [(name, f) for name, f in self.functions.items()]
+        for statement in self.tree.body:
+            if isinstance(statement, ast.ClassDef):
+                functions += [
+                    (f"{statement.name}.{item.name}", item)
+                    for item in statement.body
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                ]
+        for name, function in functions:
+            reader = _OwnDeviceValues(self.resolve)
+            if not any(isinstance(n, ast.Call) and reader._converted(n) is not None for n in _own_nodes_of(function)):
+                continue  # no host copy at all: the common case, read once
+            if samples_on_host(function, self.resolve):
+                found.add(f"samples:{name}")
+            if returns_on_host(function, self.resolve):
+                found.add(f"returns:{name}")
         return found
 
     def _classes(self) -> set[tuple[str, str]]:
@@ -1451,6 +1499,7 @@ def _unparsed_facts(module: str, anchor: str, text: str) -> dict[str, Any]:
         "looped": _LoopCalls(summary, set()).found(tree) if loops else (),
         "traceable": tuple(sorted(summary._traceable())) if arrays else (),
         "copiers": tuple(sorted(summary._copiers())) if copies else (),
+        "host_needs": tuple(sorted(summary._host_needs())) if copies else (),
     }
 
 
@@ -1502,6 +1551,145 @@ def copies_on_host(function: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Ca
             return True
         stack.extend(ast.iter_child_nodes(node))
     return False
+
+
+def samples_on_host(function: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Callable[[ast.expr], str | None]) -> bool:
+    """Whether every call of `function` waits for the device because its own body needs, at
+    once, a device value it computes itself: it copies to the host (`np.asarray`, `int(...)`,
+    `.item()`, `jax.device_get`) the result of a JAX call of its body (`jax.random.randint`,
+    `jnp.argmax`, a module's `apply`), or a name bound to one, and loops over the copy, tests
+    it or indexes with it, on a path that every call runs (not under an `if`, a `while` or a
+    `try`): a batch sampler that draws offsets with JAX's generator and slices a NumPy array
+    with them (`for start in np.asarray(starts): rows.append(data[start:start + n])`). JAX
+    runs device work in order, so that copy also waits for all the work dispatched before the
+    call: a loop that calls it once per iteration waits for the device on every iteration,
+    whatever else it copies. A copy of the function's arguments is not one (they may be host
+    data: a loader's `np.asarray(batch)`)."""
+    return _OwnDeviceValues(resolve).needed_now(function)
+
+
+def returns_on_host(function: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Callable[[ast.expr], str | None]) -> bool:
+    """Whether `function` returns, on every path that returns a value, a host copy of a device
+    value it computes itself (`return int(jnp.argmax(q))`, `a = jax.random.categorical(k,
+    logits); return np.asarray(a)`): its caller gets a Python or NumPy value made after the
+    device finished everything dispatched before the call, as from a copy written in the
+    caller (`samples_on_host` reads device values the same way)."""
+    return _OwnDeviceValues(resolve).returned(function)
+
+
+class _OwnDeviceValues:
+    """The device values a function's body computes itself, read with Python's `ast` in
+    statement order on the paths every call runs, and the host copies made of them
+    (`samples_on_host`, `returns_on_host`)."""
+
+    _CONVERTERS = frozenset({"int", "float", "bool"})
+
+    def __init__(self, resolve: Callable[[ast.expr], str | None]) -> None:
+        self.resolve = resolve
+        self.device: set[str] = set()  # names bound to device values the body computed
+        self.host: set[str] = set()  # names bound to host copies of those
+
+    def _device_call(self, call: ast.Call) -> bool:
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "apply":
+            return True  # `model.apply(params, x)`: a module's forward
+        name = self.resolve(call.func)
+        return (
+            name is not None
+            and name.startswith("jax.")
+            and not _jaxapi.is_host_copy(name)
+            and name not in _jaxapi.BLOCKING
+            and not _jaxapi.is_tree_util(name)
+        )
+
+    def _reads_device(self, expr: ast.AST) -> bool:
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Name) and node.id in self.device:
+                return True
+            if isinstance(node, ast.Call) and self._device_call(node):
+                return True
+        return False
+
+    def _converted(self, call: ast.Call) -> ast.AST | None:
+        """What `call` copies to the host, if it is a host copy (None otherwise)."""
+        if isinstance(call.func, ast.Attribute) and call.func.attr in _jaxapi.HOST_METHODS:
+            return call.func.value
+        if isinstance(call.func, ast.Name) and call.func.id in self._CONVERTERS and self.resolve(call.func) is None:
+            return call.args[0] if call.args else None
+        name = self.resolve(call.func)
+        if name is not None and _jaxapi.is_host_copy(name):
+            return call.args[0] if call.args else None
+        return None
+
+    def _copies_device(self, expr: ast.AST | None) -> bool:
+        """Whether `expr` is, or holds, a host copy of a device value of the body."""
+        if expr is None:
+            return False
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Name) and node.id in self.host:
+                return True
+            if isinstance(node, ast.Call):
+                copied = self._converted(node)
+                if copied is not None and self._reads_device(copied):
+                    return True
+        return False
+
+    def _bind(self, targets: list[ast.expr], value: ast.expr) -> None:
+        names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        self.device -= names
+        self.host -= names
+        if self._copies_device(value):
+            self.host |= names
+        elif self._reads_device(value):
+            self.device |= names
+
+    def _statements(self, body: list[ast.stmt]) -> Iterable[ast.stmt]:
+        """The statements of `body` that every call runs, in order, with those of the `for`
+        and `with` blocks among them (not the branches of an `if`, a `while` or a `try`)."""
+        for statement in body:
+            yield statement
+            if isinstance(statement, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+                yield from self._statements(statement.body)
+
+    def needed_now(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        for statement in self._statements(function.body):
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(statement, (ast.For, ast.AsyncFor)) and self._copies_device(statement.iter):
+                return True
+            if isinstance(statement, (ast.If, ast.While)) and self._copies_device(statement.test):
+                return True
+            for node in ast.walk(statement):
+                if isinstance(node, ast.comprehension) and self._copies_device(node.iter):
+                    return True
+                if isinstance(node, ast.Subscript) and self._copies_device(node.slice):
+                    return True
+            if isinstance(statement, ast.Assign):
+                self._bind(statement.targets, statement.value)
+            elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+                self._bind([statement.target], statement.value)
+        return False
+
+    def returned(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        returns = [n for n in _own_nodes_of(function) if isinstance(n, ast.Return) and n.value is not None]
+        if not returns or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in _own_nodes_of(function)):
+            return False
+        for statement in self._statements(function.body):
+            if isinstance(statement, ast.Assign):
+                self._bind(statement.targets, statement.value)
+            elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+                self._bind([statement.target], statement.value)
+        return all(self._copies_device(r.value) for r in returns)
+
+
+def _own_nodes_of(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterable[ast.AST]:
+    """The nodes of `function`'s body, not those of the functions, lambdas and classes in it."""
+    stack: list[ast.AST] = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
 
 
 def _copying_call(call: ast.Call, resolve: Callable[[ast.expr], str | None]) -> bool:
@@ -2120,6 +2308,7 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
         "unwaited": list(facts.unwaited),
         "light": list(facts.light),
         "copiers": list(facts.copiers),
+        "host_needs": list(facts.host_needs),
         "called_methods": list(facts.called_methods),
         "defined_methods": list(facts.defined_methods),
         "parsed": facts.parsed,
@@ -2127,7 +2316,7 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
 
 
 _PAIRS = ("jitted", "aliases", "factories", "holders", "traceable", "assigned", "classes", "builds", "forwards", "looped", "methods", "passes")
-_NAMES = ("traced", "eager", "imports", "stars", "streams", "unwaited", "light", "copiers", "called_methods", "defined_methods")
+_NAMES = ("traced", "eager", "imports", "stars", "streams", "unwaited", "light", "copiers", "host_needs", "called_methods", "defined_methods")
 
 
 def _stored_facts(entry: object) -> ModuleFacts | None:
@@ -2170,6 +2359,7 @@ def _stored_facts(entry: object) -> ModuleFacts | None:
         unwaited=tuple(entry["unwaited"]),
         light=tuple(entry["light"]),
         copiers=tuple(entry["copiers"]),
+        host_needs=tuple(entry["host_needs"]),
         called_methods=tuple(entry["called_methods"]),
         defined_methods=tuple(entry["defined_methods"]),
         parsed=entry["parsed"],

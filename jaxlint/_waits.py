@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import enum
 import textwrap
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -27,7 +27,7 @@ import libcst as cst
 
 from . import _jaxapi
 from ._nodes import spelled_numbers
-from ._project import ast_dotted_name, light_body
+from ._project import ast_dotted_name, light_body, returns_on_host, samples_on_host
 from ._scope import dotted_name
 from ._walk import iter_children
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ._context import FileContext
 
 
-__all__ = ["DeviceFlow", "Step", "Wait", "Work", "dispatch_evidence", "is_setup_work", "lead_call", "light_call", "project_unwaited", "returns_unwaited"]
+__all__ = ["DeviceFlow", "Step", "Wait", "Work", "dispatch_evidence", "is_setup_work", "lead_call", "hands_host_own_value", "light_call", "project_unwaited", "returns_unwaited"]
 
 # Builtins and container methods that take device values without waiting for them.
 _NEUTRAL_BUILTINS = frozenset(
@@ -420,20 +420,67 @@ def light_call(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode]) ->
     found = ctx.device._local_def(call.func.value, path)
     if found is None or found[0] is None:
         return False
-    function, scope_path = found
+    read = _as_ast(ctx, found[0], found[1])
+    return read is not None and light_body(*read)
+
+
+def hands_host_own_value(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode], *, returned: bool = False) -> bool:
+    """Whether `call` runs a function that needs at once a host copy of a device value it
+    computes itself (`_project.samples_on_host`: a batch sampler drawing offsets with
+    `jax.random` and slicing NumPy data with them), or, with `returned`, that returns such a
+    copy (`_project.returns_on_host`: `def act(q): return int(jnp.argmax(q))`). JAX runs device
+    work in order, so the call waits for everything dispatched before it. The function is a
+    `def` of this file called by name, or a method of a class of this file
+    (`DeviceIndex.method_called`), read where it stands; or a function of another module of
+    the project, or a method of a project class that every binding of the object makes, from
+    the summaries (`Project.samples`, `Project.returns_host`)."""
+    project = ctx.project
+    asked = (project.returns_host if returned else project.samples) if project is not None else None
+    name = ctx.resolve(call.func, path, anchor=call)
+    if name is not None:
+        return asked is not None and asked(name, ctx.module_name)
+    found = None
+    if isinstance(call.func, cst.Name):
+        found = ctx.device._local_def(call.func.value, path)
+    elif isinstance(call.func, cst.Attribute):
+        found = ctx.device.method_called(call, path)
+        if found is None:
+            method = _made_method(ctx, call.func, path)
+            return asked is not None and method is not None and asked(method, ctx.module_name)
+    if found is None or found[0] is None:
+        return False
+    read = _as_ast(ctx, found[0], found[1])
+    return read is not None and (returns_on_host if returned else samples_on_host)(*read)
+
+
+def _as_ast(
+    ctx: FileContext, function: cst.FunctionDef, scope_path: Sequence[cst.CSTNode]
+) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, Callable[[ast.expr], str | None]] | None:
+    """`function` of this file read with Python's `ast`, as the project summaries read other
+    modules' functions, with a resolver naming what the names its body reads were imported as
+    where it stands; None when its text does not parse alone. Read once per file."""
+    if function in ctx.ast_reads:
+        return ctx.ast_reads[function]
+    read = ctx.ast_reads[function] = _read_as_ast(ctx, function, scope_path)
+    return read
+
+
+def _read_as_ast(
+    ctx: FileContext, function: cst.FunctionDef, scope_path: Sequence[cst.CSTNode]
+) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, Callable[[ast.expr], str | None]] | None:
     try:
         parsed = ast.parse(textwrap.dedent(ctx.module.code_for_node(function.with_changes(leading_lines=(), decorators=())))).body[0]
     except (SyntaxError, ValueError, RecursionError, IndexError):
-        return False
+        return None
     if not isinstance(parsed, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
+        return None
     inside = (*scope_path, function)
 
     def resolve(expr: ast.expr) -> str | None:
         dotted = ast_dotted_name(expr)
         return None if dotted is None else ctx.resolve(cst.parse_expression(dotted), inside, anchor=function.body)
 
-    return light_body(parsed, resolve)
+    return parsed, resolve
 
 
 def _returns_unwaited(ctx: FileContext, function: cst.FunctionDef, scope_path: tuple[cst.CSTNode, ...]) -> bool:

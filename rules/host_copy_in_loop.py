@@ -91,8 +91,13 @@ value at once (an index `log_probs[int(action)]`, `env.step(int(action))` whose 
 next iteration uses, an `if` on a device value, `eqx.filter_jit` calls, a host library given
 this iteration's device results or what a call made of them: `frame = env.render(state)`
 then `Image.fromarray(frame)`, a `gym` environment stepped with the action the policy just
-computed, `env.step(jnp.clip(act(params, obs), -1, 1))`): the other copies beside that wait
-cost a copy, not a stall;
+computed, `env.step(jnp.clip(act(params, obs), -1, 1))`; a function or method of the file
+or of another module of the project called on every iteration that copies a device value it
+computes itself and needs it at once, a batch sampler drawing its offsets with `jax.random`
+and slicing NumPy data with them, or that returns such a copy the loop needs, an agent's
+`act` returning `int(jnp.argmax(q))` for a `gym` environment: JAX runs device work in order,
+so that copy waits for the step dispatched before it, `_project.samples_on_host`): the
+other copies beside that wait cost a copy, not a stall;
 once per iteration of a loop that runs an inner loop of device work, in its body or in a
 function of the file it calls, or a method of an instance of a class of the file
 (`model.train(data)` per active-learning round; a training run or an evaluation over a data
@@ -199,6 +204,7 @@ from jaxlint._frequency import Often, loop_evidence, loop_runs, off_by_default
 from jaxlint._context import Loop
 from jaxlint._device import HostCopy
 from jaxlint._jaxapi import DISPLAY_METHODS, FILTER_JIT
+from jaxlint._waits import hands_host_own_value
 from jaxlint._host_needs import (
     carried,
     decided_on,
@@ -411,8 +417,9 @@ class HostCopyInLoop(Rule):
     def _waits_anyway(self, loop: Loop, loop_path: list[cst.CSTNode]) -> bool:
         """Whether the loop waits for the device on every iteration regardless, so other
         copies in it cost a copy, not a stall: it tests a fresh device value to decide what
-        to do (`if float(loss) < tol: break`, `while not done:`), or it calls an
-        `eqx.filter_jit` function, which blocks until its results are ready."""
+        to do (`if float(loss) < tol: break`, `while not done:`), it calls an
+        `eqx.filter_jit` function, which blocks until its results are ready, or a function
+        that copies a device value it computes itself and needs it (`hands_host_own_value`)."""
         cached = self._must_wait.get(id(loop))
         if cached is not None:
             return cached
@@ -434,6 +441,12 @@ class HostCopyInLoop(Rule):
                     break
                 if _blocks(self.ctx, node, path) and not self._guarded(full, loop):
                     found = True  # `jax.block_until_ready(out)`: a benchmark's deliberate wait
+                    break
+                if not self._guarded(full, loop) and (
+                    hands_host_own_value(self.ctx, node, path)
+                    or (hands_host_own_value(self.ctx, node, path, returned=True) and needed_now(self.ctx, node, full))
+                ):
+                    found = True  # `x, y = get_batch(key, data)` slicing host data at offsets drawn on the device
                     break
                 copy = device.host_copy(node, path)
                 if copy is None or copy.kind in _DISPLAY:

@@ -206,3 +206,62 @@ def _runs_solver(source: str) -> bool:
 )
 def test_runs_solver(source: str, runs: bool) -> None:
     assert _runs_solver(source) is runs
+
+
+def _own_value(body: str, *, returned: bool) -> bool:
+    """`samples_on_host` / `returns_on_host` of the function `f` in `body` (the prelude's
+    imports resolved as a project summary resolves them)."""
+    import ast
+
+    from jaxlint._project import returns_on_host, samples_on_host
+
+    tree = ast.parse(_PRELUDE + body)
+    aliases = {"jax": "jax", "jnp": "jax.numpy", "np": "numpy"}
+
+    def resolve(expr: ast.expr) -> str | None:
+        parts = []
+        while isinstance(expr, ast.Attribute):
+            parts.insert(0, expr.attr)
+            expr = expr.value
+        if not isinstance(expr, ast.Name) or expr.id not in aliases:
+            return None
+        return ".".join([aliases[expr.id], *parts])
+
+    function = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "f")
+    return (returns_on_host if returned else samples_on_host)(function, resolve)
+
+
+@pytest.mark.parametrize(
+    ("body", "samples"),
+    [
+        # offsets drawn on the device, then iterated on the host: every call waits
+        ("def f(key, data):\n    s = jax.random.randint(key, (4,), 0, 9)\n    return [data[i] for i in np.asarray(s)]\n", True),
+        ("def f(key, data):\n    s = jax.random.randint(key, (4,), 0, 9)\n    for i in np.asarray(s):\n        print(data[i])\n", True),
+        ("def f(key, data):\n    i = int(jax.random.randint(key, (), 0, 9))\n    return data[i]\n", True),  # an index
+        ("def f(key):\n    if float(jax.random.uniform(key)) < 0.5:\n        return 1\n    return 0\n", True),  # a test
+        # traps: a copy of an argument (host data, maybe), a copy only on one branch, no copy
+        ("def f(starts, data):\n    return [data[i] for i in np.asarray(starts)]\n", False),
+        ("def f(key, data, flag):\n    if flag:\n        s = np.asarray(jax.random.randint(key, (4,), 0, 9))\n        return data[s]\n    return data\n", False),
+        ("def f(key, data):\n    s = jax.random.randint(key, (4,), 0, 9)\n    return data[s]\n", False),
+        ("def f(key, rng, data):\n    s = rng.integers(0, 9, size=4)\n    return [data[i] for i in np.asarray(s)]\n", False),
+    ],
+)
+def test_samples_on_host(body: str, samples: bool) -> None:
+    assert _own_value(body, returned=False) is samples
+
+
+@pytest.mark.parametrize(
+    ("body", "returns"),
+    [
+        ("def f(q):\n    return int(jnp.argmax(q))\n", True),
+        ("def f(key, logits):\n    a = jax.random.categorical(key, logits)\n    return np.asarray(a), logits\n", True),
+        # traps: a device array returned, an argument copied, one path returning a device value,
+        # a generator
+        ("def f(q):\n    return jnp.argmax(q)\n", False),
+        ("def f(q):\n    return np.asarray(q)\n", False),
+        ("def f(q, greedy):\n    if greedy:\n        return int(jnp.argmax(q))\n    return jnp.argmax(q)\n", False),
+        ("def f(q):\n    yield int(jnp.argmax(q))\n", False),
+    ],
+)
+def test_returns_on_host(body: str, returns: bool) -> None:
+    assert _own_value(body, returned=True) is returns
