@@ -571,21 +571,36 @@ class TimingIndex:
         between its start and this read (`elapsed = time.time() - t_start` in each logging
         step of the training loop): a running clock of the whole run, so a total or rate
         read from it after the loop is the run's too, its one compile amortised over the run
-        (`TimedRegion.running_clock`, for the reads in the loop)."""
-        for segment in region.segments:
-            for step in segment.steps():
-                if not step.repeated:
-                    continue
-                for node, path in walk_with_paths(step.node, list(step.path)):
-                    if (
-                        isinstance(node, cst.BinaryOperation)
-                        and isinstance(node.operator, cst.Subtract)
-                        and isinstance(node.right, cst.Name)
-                        and node.right.value == region.start_name
-                        and isinstance(node.left, cst.Call)
-                        and is_timer_read(self.ctx, node.left, [*path, node])
-                    ):
-                        return True
+        (`TimedRegion.running_clock`, for the reads in the loop). The read may be bound to a
+        name first in the loop (`now = time.time()`, then `now - t_start`)."""
+        repeated = [
+            (node, path)
+            for segment in region.segments
+            for step in segment.steps()
+            if step.repeated
+            for node, path in walk_with_paths(step.node, list(step.path))
+        ]
+        reads = {
+            node.targets[0].target.value
+            for node, path in repeated
+            if isinstance(node, cst.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0].target, cst.Name)
+            and isinstance(node.value, cst.Call)
+            and is_timer_read(self.ctx, node.value, [*path, node])
+        }
+        for node, path in repeated:
+            if (
+                isinstance(node, cst.BinaryOperation)
+                and isinstance(node.operator, cst.Subtract)
+                and isinstance(node.right, cst.Name)
+                and node.right.value == region.start_name
+                and (
+                    (isinstance(node.left, cst.Call) and is_timer_read(self.ctx, node.left, [*path, node]))
+                    or (isinstance(node.left, cst.Name) and node.left.value in reads and node.left.value != region.start_name)
+                )
+            ):
+                return True
         return False
 
     def _walk(self, region: TimedRegion) -> _Progress:
