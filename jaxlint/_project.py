@@ -1081,6 +1081,7 @@ class _Summary:
         eager_calls: set[str] = set()
         for owner, names in called.items():
             (traced_calls if owner is not None and owner in traced else eager_calls).update(names)
+        copiers = self._copiers()
         return ModuleFacts(
             self.module,
             tuple(sorted(jitted.items())),
@@ -1103,8 +1104,8 @@ class _Summary:
             passes=tuple(sorted(self._passes())),
             unwaited=tuple(sorted(_Unwaited(self, jitted).found())),
             light=tuple(sorted(n for n, f in self.functions.items() if light_body(f, self.resolve))),
-            copiers=tuple(sorted(self._copiers())),
-            host_needs=tuple(sorted(self._host_needs())),
+            copiers=tuple(sorted(copiers)),
+            host_needs=tuple(sorted(self._host_needs(copiers))),
             parsed=True,
         )
 
@@ -1120,7 +1121,9 @@ class _Summary:
                         found.add(f"{statement.name}.{item.name}")
         return found
 
-    def _host_needs(self) -> set[str]:
+    def _host_needs(self, copiers: set[str]) -> set[str]:
+        """`ModuleFacts.host_needs`, read only for the functions that copy at all: the
+        copiers, and those calling `int`/`float`/`bool` (a check of names, no resolving)."""
         found = set()
         functions = [(name, f) for name, f in self.functions.items()]
         for statement in self.tree.body:
@@ -1131,9 +1134,8 @@ class _Summary:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
                 ]
         for name, function in functions:
-            reader = _OwnDeviceValues(self.resolve)
-            if not any(isinstance(n, ast.Call) and reader._converted(n) is not None for n in _own_nodes_of(function)):
-                continue  # no host copy at all: the common case, read once
+            if name not in copiers and not _calls_converter(function):
+                continue  # no host copy at all: the common case
             if samples_on_host(function, self.resolve):
                 found.add(f"samples:{name}")
             if returns_on_host(function, self.resolve):
@@ -1495,11 +1497,12 @@ def _unparsed_facts(module: str, anchor: str, text: str) -> dict[str, Any]:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
     summary = _Summary(module, tree, anchor)
+    copiers = summary._copiers() if copies else set()
     return {
         "looped": _LoopCalls(summary, set()).found(tree) if loops else (),
         "traceable": tuple(sorted(summary._traceable())) if arrays else (),
-        "copiers": tuple(sorted(summary._copiers())) if copies else (),
-        "host_needs": tuple(sorted(summary._host_needs())) if copies else (),
+        "copiers": tuple(sorted(copiers)),
+        "host_needs": tuple(sorted(summary._host_needs(copiers))) if copies else (),
     }
 
 
@@ -1679,6 +1682,14 @@ class _OwnDeviceValues:
             elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
                 self._bind([statement.target], statement.value)
         return all(self._copies_device(r.value) for r in returns)
+
+
+def _calls_converter(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether `function`'s own body calls `int`, `float` or `bool` by name."""
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _OwnDeviceValues._CONVERTERS
+        for n in _own_nodes_of(function)
+    )
 
 
 def _own_nodes_of(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterable[ast.AST]:
