@@ -46,7 +46,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -180,7 +180,8 @@ class Project:
     _unwaited: set[str] = field(default_factory=set)  # functions and methods returning work in flight
     _light: set[str] = field(default_factory=set)  # functions whose device work is light (`ModuleFacts.light`)
     _copiers: set[str] = field(default_factory=set)  # functions and methods that copy to the host (`ModuleFacts.copiers`)
-    _host_needs: set[str] = field(default_factory=set)  # "samples:NAME" / "returns:NAME", absolute (`ModuleFacts.host_needs`)
+    _samplers: set[str] = field(default_factory=set)  # functions and methods that need their own device values now (`ModuleFacts.host_needs`)
+    _host_returners: set[str] = field(default_factory=set)  # functions and methods returning host copies of their own device values
     _called_methods: set[str] = field(default_factory=set)  # method names some module calls (`ModuleFacts.called_methods`)
     _homes: dict[str, Mapping[str, str]] = field(default_factory=dict)  # module -> top name -> module (`_Layout`)
     _canonical: dict[str, str] | None = None  # `canonical`'s answers, kept once what it reads is complete
@@ -241,7 +242,7 @@ class Project:
                 project._copiers.update(f"{module.module}.{name}" for name in module.copiers)
                 for entry in module.host_needs:
                     kind, _, name = entry.partition(":")
-                    project._host_needs.add(f"{kind}:{module.module}.{name}")
+                    (project._samplers if kind == "samples" else project._host_returners).add(f"{module.module}.{name}")
                 project._called_methods.update(module.called_methods)
                 for name, api in module.methods:
                     owner, _, method = name.rpartition(".")
@@ -317,14 +318,16 @@ class Project:
             for name in (
                 *self._jitted, *self._factories, *self._holders, *self._traceables, *self._aliases, *self._bases, *self._builds, *self._streams, *self._forwards,
                 *self._methods, *self._unwaited, *self._light, *self._copiers,
-                *(n.partition(":")[2] for n in self._host_needs),
+                *self._samplers, *self._host_returners,
             ):  # fmt: skip
                 members.setdefault(name.rpartition(".")[0], []).append(name)
         answers: dict[str, str] = {}
-        # What each name's answer lists of the functions and methods returning work in flight
-        # or copying to the host: those of that name, or of the class so named.
-        owned: dict[str, dict[str, list[str]]] = {"unwaited": {}, "copiers": {}}
-        for kind, names in (("unwaited", self._unwaited), ("copiers", self._copiers)):
+        # What each name's answer lists of the functions and methods returning work in flight,
+        # copying to the host or needing their own device values there: those of that name, or
+        # of the class so named.
+        kinds = {"unwaited": self._unwaited, "copiers": self._copiers, "samplers": self._samplers, "returners": self._host_returners}
+        owned: dict[str, dict[str, list[str]]] = {kind: {} for kind in kinds}
+        for kind, names in kinds.items():
             for n in sorted(names):
                 owned[kind].setdefault(n, []).append(n)
                 owner = n.rpartition(".")[0]
@@ -340,13 +343,11 @@ class Project:
                 bases = " ".join(sorted(self.ancestors(target))) if target in self._bases else ""
                 linen = "linen" if self._builds_linen(target, 0) else ""
                 methods = self._jitted_methods(target) if target in self._bases or target in self._methods else {}
-                unwaited = sorted(set(owned["unwaited"].get(target, ())))
-                copiers = sorted(set(owned["copiers"].get(target, ())))
+                unwaited, copiers, samplers, returners = (sorted(set(owned[kind].get(target, ()))) for kind in kinds)
                 known = answers[name] = (
                     f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''} {handed} {bases} {linen}"
                     f" {sorted(methods.items())} {self._holders.get(target, '')} {self._joined_text(target) if target in self._traceables else ''}"
-                    f" {unwaited} {'light' if target in self._light else ''} {copiers}"
-                    f" {sorted(n for n in self._host_needs if n.partition(':')[2] in (target, *owned['copiers'].get(target, ())))}"
+                    f" {unwaited} {'light' if target in self._light else ''} {copiers} {samplers} {returners}"
                 )
             return known
 
@@ -552,16 +553,12 @@ class Project:
         """Whether the project function `name` (as imported into `module`), or the method
         `Class.method` of a project class so named, needs at once a host copy of a device value
         it computes itself (`samples_on_host`): every call waits for the device."""
-        return self._names_function_or_method(self._needing("samples"), name, module)
+        return self._names_function_or_method(self._samplers, name, module)
 
     def returns_host(self, name: str, module: str | None = None) -> bool:
         """Whether the project function or method `name` returns a host copy of a device value
         it computes itself (`returns_on_host`)."""
-        return self._names_function_or_method(self._needing("returns"), name, module)
-
-    def _needing(self, kind: str) -> set[str]:
-        prefix = f"{kind}:"
-        return {n[len(prefix):] for n in self._host_needs if n.startswith(prefix)}
+        return self._names_function_or_method(self._host_returners, name, module)
 
     def _names_function_or_method(self, names: set[str], name: str, module: str | None) -> bool:
         """Whether `names` (absolute) holds the project function `name` as imported into
@@ -1114,26 +1111,22 @@ class _Summary:
         # module, lambdas included) one copies are read again, without their lambdas.
         candidates = {owner for owner, call in self.calls if owner is not None and _copying_call(call, self.resolve)}
         found = {name for name in candidates if copies_on_host(self.functions[name], self.resolve)}
+        found.update(name for name, method in self._class_methods() if copies_on_host(method, self.resolve))
+        return found
+
+    def _class_methods(self) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+        """The methods of the module's top-level classes, as ("Class.method", its def)."""
         for statement in self.tree.body:
             if isinstance(statement, ast.ClassDef):
                 for item in statement.body:
-                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and copies_on_host(item, self.resolve):
-                        found.add(f"{statement.name}.{item.name}")
-        return found
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        yield f"{statement.name}.{item.name}", item
 
     def _host_needs(self, copiers: set[str]) -> set[str]:
         """`ModuleFacts.host_needs`, read only for the functions that copy at all: the
         copiers, and those calling `int`/`float`/`bool` (a check of names, no resolving)."""
         found = set()
-        functions = [(name, f) for name, f in self.functions.items()]
-        for statement in self.tree.body:
-            if isinstance(statement, ast.ClassDef):
-                functions += [
-                    (f"{statement.name}.{item.name}", item)
-                    for item in statement.body
-                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
-                ]
-        for name, function in functions:
+        for name, function in (*self.functions.items(), *self._class_methods()):
             if name not in copiers and not _calls_converter(function):
                 continue  # no host copy at all: the common case
             if samples_on_host(function, self.resolve):
@@ -1636,7 +1629,14 @@ class _OwnDeviceValues:
                     return True
         return False
 
-    def _bind(self, targets: list[ast.expr], value: ast.expr) -> None:
+    def _bind(self, statement: ast.stmt) -> None:
+        """Note what an assignment statement binds: a host copy, a device value, or neither."""
+        if isinstance(statement, ast.Assign):
+            targets, value = statement.targets, statement.value
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            targets, value = [statement.target], statement.value
+        else:
+            return
         names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
         self.device -= names
         self.host -= names
@@ -1666,21 +1666,15 @@ class _OwnDeviceValues:
                     return True
                 if isinstance(node, ast.Subscript) and self._copies_device(node.slice):
                     return True
-            if isinstance(statement, ast.Assign):
-                self._bind(statement.targets, statement.value)
-            elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
-                self._bind([statement.target], statement.value)
+            self._bind(statement)
         return False
 
     def returned(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        returns = [n for n in _own_nodes_of(function) if isinstance(n, ast.Return) and n.value is not None]
-        if not returns or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in _own_nodes_of(function)):
+        returns = [n for n in _own_nodes(function) if isinstance(n, ast.Return) and n.value is not None]
+        if not returns or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in _own_nodes(function)):
             return False
         for statement in self._statements(function.body):
-            if isinstance(statement, ast.Assign):
-                self._bind(statement.targets, statement.value)
-            elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
-                self._bind([statement.target], statement.value)
+            self._bind(statement)
         return all(self._copies_device(r.value) for r in returns)
 
 
@@ -1688,19 +1682,8 @@ def _calls_converter(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Whether `function`'s own body calls `int`, `float` or `bool` by name."""
     return any(
         isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _OwnDeviceValues._CONVERTERS
-        for n in _own_nodes_of(function)
+        for n in _own_nodes(function)
     )
-
-
-def _own_nodes_of(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterable[ast.AST]:
-    """The nodes of `function`'s body, not those of the functions, lambdas and classes in it."""
-    stack: list[ast.AST] = list(function.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        yield node
-        stack.extend(ast.iter_child_nodes(node))
 
 
 def _copying_call(call: ast.Call, resolve: Callable[[ast.expr], str | None]) -> bool:

@@ -424,33 +424,31 @@ def light_call(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode]) ->
     return read is not None and light_body(*read)
 
 
-def hands_host_own_value(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode], *, returned: bool = False) -> bool:
+def hands_host_own_value(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode]) -> tuple[bool, bool]:
     """Whether `call` runs a function that needs at once a host copy of a device value it
     computes itself (`_project.samples_on_host`: a batch sampler drawing offsets with
-    `jax.random` and slicing NumPy data with them), or, with `returned`, that returns such a
-    copy (`_project.returns_on_host`: `def act(q): return int(jnp.argmax(q))`). JAX runs device
-    work in order, so the call waits for everything dispatched before it. The function is a
+    `jax.random` and slicing NumPy data with them), and whether it returns such a copy
+    (`_project.returns_on_host`: `def act(q): return int(jnp.argmax(q))`). JAX runs device
+    work in order, so such a call waits for everything dispatched before it. The function is a
     `def` of this file called by name, or a method of a class of this file
     (`DeviceIndex.method_called`), read where it stands; or a function of another module of
     the project, or a method of a project class that every binding of the object makes, from
     the summaries (`Project.samples`, `Project.returns_host`)."""
     project = ctx.project
-    asked = (project.returns_host if returned else project.samples) if project is not None else None
     name = ctx.resolve(call.func, path, anchor=call)
-    if name is not None:
-        return asked is not None and asked(name, ctx.module_name)
     found = None
-    if isinstance(call.func, cst.Name):
+    if name is None and isinstance(call.func, cst.Name):
         found = ctx.device._local_def(call.func.value, path)
-    elif isinstance(call.func, cst.Attribute):
+    elif name is None and isinstance(call.func, cst.Attribute):
         found = ctx.device.method_called(call, path)
         if found is None:
-            method = _made_method(ctx, call.func, path)
-            return asked is not None and method is not None and asked(method, ctx.module_name)
-    if found is None or found[0] is None:
-        return False
-    read = _as_ast(ctx, found[0], found[1])
-    return read is not None and (returns_on_host if returned else samples_on_host)(*read)
+            name = _made_method(ctx, call.func, path)
+    if found is not None:
+        read = _as_ast(ctx, found[0], found[1]) if found[0] is not None else None
+        return (False, False) if read is None else (samples_on_host(*read), returns_on_host(*read))
+    if name is None or project is None:
+        return (False, False)
+    return project.samples(name, ctx.module_name), project.returns_host(name, ctx.module_name)
 
 
 def _as_ast(

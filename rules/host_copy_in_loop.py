@@ -442,10 +442,8 @@ class HostCopyInLoop(Rule):
                 if _blocks(self.ctx, node, path) and not self._guarded(full, loop):
                     found = True  # `jax.block_until_ready(out)`: a benchmark's deliberate wait
                     break
-                if not self._guarded(full, loop) and (
-                    hands_host_own_value(self.ctx, node, path)
-                    or (hands_host_own_value(self.ctx, node, path, returned=True) and needed_now(self.ctx, node, full))
-                ):
+                samples, returns = hands_host_own_value(self.ctx, node, path) if not self._guarded(full, loop) else (False, False)
+                if samples or (returns and needed_now(self.ctx, node, full)):
                     found = True  # `x, y = get_batch(key, data)` slicing host data at offsets drawn on the device
                     break
                 copy = device.host_copy(node, path)
