@@ -1414,6 +1414,10 @@ def _mentions_structure(
     stack = [expr]
     while stack:
         node = stack.pop()
+        if (isinstance(node, cst.Arg) and node.keyword is not None) or isinstance(node, cst.FormattedString):
+            # A call's options and text say how it iterates, not what over:
+            # `tqdm(loader, desc=f"epoch {epoch}")` runs over batches.
+            continue
         text = None
         if isinstance(node, cst.Name):
             text = node.value
@@ -1448,9 +1452,7 @@ def names_many_things(text: str, *, streams: bool = False) -> bool:
     call's name), also a stream of data by any word (`get_ds_iter`) and a count of them
     (`get_num_layers`): the project summary's reading of a loop header that also names few
     things."""
-    words = _TOKEN.findall(text.lower())
-    if "per" in words:
-        words = words[: words.index("per")]
+    words = _counted_words(text)
     if not words or (not streams and words[0] in _COUNT_WORDS):
         return False  # `num_steps`, `max_concurrent_steps`: a count, not a step
     for index, word in enumerate(words):
@@ -1477,8 +1479,16 @@ def names_few_things(
     counted = re.split(r"(?:^|_)per(?:_|$)", lowered, maxsplit=1)[0] or lowered
     if parts and any(word in counted for word in part_words):
         return True
-    words = _TOKEN.findall(lowered)
-    if "per" in words:
-        words = words[: words.index("per")]  # `steps_per_epoch` counts steps, not epochs
-    tokens = {t[:-1] if t.endswith("s") and len(t) > 3 else t for t in words}
+    tokens = {t[:-1] if t.endswith("s") and len(t) > 3 else t for t in _counted_words(text)}
     return bool(tokens & _FEW_TOKENS)
+
+
+def _counted_words(text: str) -> list[str]:
+    """The words of the name `text` that say what it counts: those before "per", "in" or
+    "of" (`steps_per_epoch`, `step_in_epoch`, `batch_of_run` count steps and batches, not
+    epochs or runs); all of them when it has none of these after its first word."""
+    words = _TOKEN.findall(text.lower())
+    for index, word in enumerate(words):
+        if index and word in ("per", "in", "of"):
+            return words[:index]
+    return words
