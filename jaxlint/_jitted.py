@@ -149,8 +149,7 @@ class JitIndex:
                 made = factories.get((scope, func.value)) or factories.get((id(ctx.module), func.value))
             if made is None and ctx.project is not None:
                 imported = ctx.resolve(func, path, anchor=assign.value)
-                api = ctx.project.factory(imported, ctx.module_name) if imported is not None else None
-                made = (api,) if api is not None else None
+                made = ctx.project.factory(imported, ctx.module_name) if imported is not None else None
             if made is None:
                 continue
             for target in assign.targets:

@@ -72,7 +72,9 @@ class ModuleFacts:
     stars: tuple[str, ...] = ()  # modules of its top-level `from x import *`
     exports: tuple[str, ...] | None = None  # its `__all__`, when a literal list of strings
     # Top-level functions every `return` of which gives a jitted callable (`return
-    # jax.jit(step)`), as (name, jit API).
+    # jax.jit(step)`), as (name, jit API), or a tuple holding some (`return train_step,
+    # eval_step` of two jitted local defs), as (name, the jit API of each position joined by
+    # commas, empty for a position that is not jitted).
     factories: tuple[tuple[str, str], ...] = ()
     # Top-level functions every `return` of which gives an object built from jitted callables
     # alone (`return Transformed(jax.jit(f.init), jax.jit(f.apply))`, `type(f)(...)`), as
@@ -255,7 +257,7 @@ class Project:
             for _, module in facts:  # `step = make_step(cfg)` of a factory elsewhere
                 for name, target in module.assigned:
                     api = project._factories.get(project.canonical(target))
-                    if api is not None:
+                    if api is not None and "," not in api:
                         project._jitted.setdefault(f"{module.module}.{name}", api)
         project._canonical = {}  # what defines names and re-exports them is complete from here
         project._module_classes()
@@ -629,12 +631,15 @@ class Project:
             return None
         return self._jitted.get(self.canonical(self._absolute(name, module)))
 
-    def factory(self, name: str, module: str | None = None) -> str | None:
-        """The jit API of the callables that the project function `name` (as imported into
-        `module`) returns: `def make_step(...): return jax.jit(step)`."""
+    def factory(self, name: str, module: str | None = None) -> tuple[str | None, ...] | None:
+        """The jit API of the callable that the project function `name` (as imported into
+        `module`) returns (`def make_step(...): return jax.jit(step)`), one entry; of each
+        position of the tuple it returns (`return train_step, eval_step`), None for one that is
+        not jitted; None when it is not such a factory."""
         if not self._factories:
             return None
-        return self._factories.get(self.canonical(self._absolute(name, module)))
+        made = self._factories.get(self.canonical(self._absolute(name, module)))
+        return None if made is None else tuple(api or None for api in made.split(","))
 
     def holder(self, name: str, module: str | None = None) -> str | None:
         """The jit API of the callables held by what the project function `name` (as imported
@@ -1373,7 +1378,9 @@ class _Summary:
     def _factories(self, jitted: dict[str, str]) -> dict[str, str]:
         """Top-level functions each `return` of which gives a jitted callable: a jit wrapper's
         call (`return jax.jit(step)`), a name the function binds to one or to a jit-decorated
-        nested def, or a jitted top-level function; all of one jit API."""
+        nested def, or a jitted top-level function; all of one jit API. Or a tuple of the same
+        length each time, of such callables and other values, position by position the same
+        (`return train_step, eval_step`), encoded as `ModuleFacts.factories` says."""
         found = {}
         for name, function in self.functions.items():
             local: dict[str, str] = {}
@@ -1390,7 +1397,11 @@ class _Summary:
                         if isinstance(target, ast.Name) and api in _jaxapi.JIT_WRAPPERS:
                             local[target.id] = api
                 elif isinstance(node, ast.Return):
-                    returned.append(self._made(node.value, local, jitted))
+                    value = node.value
+                    parts = value.elts if isinstance(value, ast.Tuple) else [value]
+                    made = [self._made(part, local, jitted) for part in parts]
+                    starred = any(isinstance(part, ast.Starred) for part in parts)
+                    returned.append(",".join(api or "" for api in made) if any(made) and not starred else None)
             if returned and returned[0] is not None and len(set(returned)) == 1:
                 found[name] = returned[0]
         return found
