@@ -1181,11 +1181,18 @@ def _occasional(ctx, path: list[cst.CSTNode], loops: list[Loop], loop: Loop) -> 
 def _converts(ctx, test: cst.BaseExpression, path: list[cst.CSTNode], loop: Loop) -> bool:  # type: ignore[no-untyped-def]
     """`if done:`, `while not done:`, `if loss > best:`: Python takes the truth value of a
     fresh device value, which waits for it."""
-    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        test = test.expression
-    parts = [test.left, *(c.comparator for c in test.comparisons)] if isinstance(test, cst.Comparison) else [test]
-    if isinstance(test, cst.BooleanOperation):
-        parts = [test.left, test.right]
+    parts: list[cst.BaseExpression] = []
+    pending = [test]
+    while pending:  # `if not a or not b:` tests each of `a` and `b`
+        expr = pending.pop()
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            pending.append(expr.expression)
+        elif isinstance(expr, cst.BooleanOperation):
+            pending.extend((expr.right, expr.left))
+        elif isinstance(expr, cst.Comparison):
+            parts.extend((expr.left, *(c.comparator for c in expr.comparisons)))
+        else:
+            parts.append(expr)
     for part in parts:
         part_path = path_below([*path, test], part) if part is not test else path
         if part_path is None:
