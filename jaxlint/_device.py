@@ -1221,6 +1221,8 @@ class DeviceIndex:
                 return False
             if ctx.project is not None and ctx.jit.callee(call, list(path)) is not None:
                 return True  # a callable another module of the project jits
+            if ctx.project is not None and ctx.project.returns_device(name, ctx.module_name):
+                return True  # `loss = compute_loss(params, batch)` of another module
             return self._model_function_call(call, state, path)
         if isinstance(func, cst.Call):
             wrapper = _jaxapi.decorator_target(func.func, lambda e: ctx.resolve(e, path, anchor=call))
@@ -1235,6 +1237,8 @@ class DeviceIndex:
                 return False
             if self._holds(func.value, state, path):
                 return not (dispatch and method in ("get", "block_until_ready", "values", "keys", "items"))
+            if self._method_returns_device(call, path):
+                return True  # `diag = model.diagnostics(y)`: a method whose returns are device values
             if method in ("get", "pop") and isinstance(func.value, cst.Name):
                 return False
             return False
@@ -1248,6 +1252,23 @@ class DeviceIndex:
                 return self.returns_device(target[0], target[1])
             return self._model_function_call(call, state, path)
         return False
+
+    def _method_returns_device(self, call: cst.Call, path: tuple[cst.CSTNode, ...]) -> bool:
+        """Whether `holder.method(...)` runs a method every `return` of which gives a device
+        value: of a class of this file (`method_called`, `returns_device`), or of a project
+        class every binding of `holder` makes an instance of (`Project.returns_device`)."""
+        found = self.method_called(call, path)
+        if found is not None:
+            return self.returns_device(*found)
+        project = self.ctx.project
+        if project is None:
+            return False
+        func = call.func
+        assert isinstance(func, cst.Attribute)
+        names = set(self.makers(func.value, path) or ())
+        if len(names) != 1 or None in names:
+            return False
+        return project.returns_device(f"{names.pop()}.{func.attr.value}", self.ctx.module_name)
 
     def _model_function_call(self, call: cst.Call, state: State, path: tuple[cst.CSTNode, ...]) -> bool:
         """`extract(model, params, input_ids)`: a function of another module, given the

@@ -124,6 +124,10 @@ class ModuleFacts:
     # device work, wait for none of it and return its results (`_Summary._unwaited`): a call of
     # one returns with the work in flight, as a call of a jitted function does.
     unwaited: tuple[str, ...] = ()
+    # Its top-level functions and methods of top-level classes (as "Class.method") every
+    # `return` of which gives a value computed on the device (`_DeviceReturns`), waited for or
+    # not: `metrics = model.diagnostics(state)` holds device values.
+    device_returns: tuple[str, ...] = ()
     # Its top-level functions whose only device work is light array operations
     # (`light_body`: `def tree_norm(t): return jnp.sqrt(sum(jnp.sum(x * x) for x in leaves(t)))`),
     # jitted or not: one pass over their inputs, microseconds on values the host has waited for.
@@ -180,6 +184,7 @@ class Project:
     _class_jit: dict[str, dict[str, str]] = field(default_factory=dict)  # `_jitted_methods`, as asked
     _passes: dict[str, dict[int, set[str]]] = field(default_factory=dict)  # function -> index -> kinds passed
     _unwaited: set[str] = field(default_factory=set)  # functions and methods returning work in flight
+    _device_returners: set[str] = field(default_factory=set)  # functions and methods returning device values
     _light: set[str] = field(default_factory=set)  # functions whose device work is light (`ModuleFacts.light`)
     _copiers: set[str] = field(default_factory=set)  # functions and methods that copy to the host (`ModuleFacts.copiers`)
     _samplers: set[str] = field(default_factory=set)  # functions and methods that need their own device values now (`ModuleFacts.host_needs`)
@@ -240,6 +245,7 @@ class Project:
                     project._builds[f"{module.module}.{name}"] = built
                 project._streams.update(f"{module.module}.{name}" for name in module.streams)
                 project._unwaited.update(f"{module.module}.{name}" for name in module.unwaited)
+                project._device_returners.update(f"{module.module}.{name}" for name in module.device_returns)
                 project._light.update(f"{module.module}.{name}" for name in module.light)
                 project._copiers.update(f"{module.module}.{name}" for name in module.copiers)
                 for entry in module.host_needs:
@@ -319,7 +325,7 @@ class Project:
         if imported_jit:
             for name in (
                 *self._jitted, *self._factories, *self._holders, *self._traceables, *self._aliases, *self._bases, *self._builds, *self._streams, *self._forwards,
-                *self._methods, *self._unwaited, *self._light, *self._copiers,
+                *self._methods, *self._unwaited, *self._device_returners, *self._light, *self._copiers,
                 *self._samplers, *self._host_returners,
             ):  # fmt: skip
                 members.setdefault(name.rpartition(".")[0], []).append(name)
@@ -327,7 +333,10 @@ class Project:
         # What each name's answer lists of the functions and methods returning work in flight,
         # copying to the host or needing their own device values there: those of that name, or
         # of the class so named.
-        kinds = {"unwaited": self._unwaited, "copiers": self._copiers, "samplers": self._samplers, "returners": self._host_returners}
+        kinds = {
+            "unwaited": self._unwaited, "copiers": self._copiers, "samplers": self._samplers,
+            "returners": self._host_returners, "device": self._device_returners,
+        }  # fmt: skip
         owned: dict[str, dict[str, list[str]]] = {kind: {} for kind in kinds}
         for kind, names in kinds.items():
             for n in sorted(names):
@@ -345,11 +354,11 @@ class Project:
                 bases = " ".join(sorted(self.ancestors(target))) if target in self._bases else ""
                 linen = "linen" if self._builds_linen(target, 0) else ""
                 methods = self._jitted_methods(target) if target in self._bases or target in self._methods else {}
-                unwaited, copiers, samplers, returners = (sorted(set(owned[kind].get(target, ()))) for kind in kinds)
+                unwaited, copiers, samplers, returners, device = (sorted(set(owned[kind].get(target, ()))) for kind in kinds)
                 known = answers[name] = (
                     f"{name} {target} {self._jitted.get(target, '')} {self._factories.get(target, '')} {made or ''} {handed} {bases} {linen}"
                     f" {sorted(methods.items())} {self._holders.get(target, '')} {self._joined_text(target) if target in self._traceables else ''}"
-                    f" {unwaited} {'light' if target in self._light else ''} {copiers} {samplers} {returners}"
+                    f" {unwaited} {'light' if target in self._light else ''} {copiers} {samplers} {returners} {device}"
                 )
             return known
 
@@ -539,6 +548,12 @@ class Project:
         `Class.method` of a project class so named, starts device work, waits for none of it
         and returns its results (`ModuleFacts.unwaited`)."""
         return self._names_function_or_method(self._unwaited, name, module)
+
+    def returns_device(self, name: str, module: str | None = None) -> bool:
+        """Whether every `return` of the project function `name` (as imported into `module`),
+        or of the method `Class.method` of a project class so named, gives a value computed on
+        the device (`ModuleFacts.device_returns`)."""
+        return self._names_function_or_method(self._device_returners, name, module)
 
     def light(self, name: str, module: str | None = None) -> bool:
         """Whether the project function `name` (as imported into `module`) does only light
@@ -1105,6 +1120,7 @@ class _Summary:
             methods=tuple(sorted(self._jitted_methods())),
             passes=tuple(sorted(self._passes())),
             unwaited=tuple(sorted(_Unwaited(self, jitted).found())),
+            device_returns=tuple(sorted(_DeviceReturns(self, jitted).found())),
             light=tuple(sorted(n for n, f in self.functions.items() if light_body(f, self.resolve))),
             copiers=tuple(sorted(copiers)),
             host_needs=tuple(sorted(self._host_needs(copiers))),
@@ -1489,9 +1505,10 @@ _COPY_WORDS = re.compile(r"\.item\(|\.tolist\(|block_until_ready|device_get|asar
 
 
 def _unparsed_facts(module: str, anchor: str, text: str) -> dict[str, Any]:
-    """`ModuleFacts.looped` and `traceable` of a module read without a full summary (it traces
-    nothing): the project callables its loops call, and which of its functions would trace
-    (a module of array functions, `jnp.`/`lax.`, whose functions other modules' steps call)."""
+    """`ModuleFacts.looped`, `traceable`, `device_returns`, `copiers` and `host_needs` of a
+    module read without a full summary (it traces nothing): the project callables its loops
+    call, and which of its functions would trace and which return device values (a module of
+    array functions, `jnp.`/`lax.`, whose functions other modules' steps call)."""
     loops, arrays = bool(_LOOP_WORDS.search(text)), bool(_ARRAY_WORDS.search(text))
     copies = bool(_COPY_WORDS.search(text))
     if not (loops or arrays or copies):
@@ -1505,6 +1522,7 @@ def _unparsed_facts(module: str, anchor: str, text: str) -> dict[str, Any]:
     return {
         "looped": _LoopCalls(summary, set()).found(tree) if loops else (),
         "traceable": tuple(sorted(summary._traceable())) if arrays else (),
+        "device_returns": tuple(sorted(_DeviceReturns(summary, {}).found())) if arrays else (),
         "copiers": tuple(sorted(copiers)),
         "host_needs": tuple(sorted(summary._host_needs(copiers))) if copies else (),
     }
@@ -1817,6 +1835,136 @@ class _Unwaited:
             if func.attr not in _jaxapi.HOST_METHODS and func.attr != "block_until_ready" and _reads(holder, device):
                 return "work"  # an array method of a device value
         return None
+
+
+class _DeviceReturns:
+    """The module's top-level functions and methods of its top-level classes every `return` of
+    which gives a value computed on the device (`ModuleFacts.device_returns`), read from the
+    tree alone: the result of a JAX array operation, of a function the module jits, or of one
+    of these functions (`self.method` of one); a local name every assignment of which binds
+    such a value; arithmetic, an item or an attribute of one (not `.shape`, `.dtype`, a host
+    method's result); a tuple, list or dict holding one, as `DeviceIndex.holds` reads a
+    container. A host copy (`float(x)`, `np.asarray(x)`, `x.item()`) is not one; an unknown
+    call is not known to give one. Unlike `_Unwaited`, the body may wait and call anything:
+    this says what the caller holds, not whether its work is still in flight. No decorator
+    (but `staticmethod`), no generator."""
+
+    def __init__(self, summary: _Summary, jitted: dict[str, str]) -> None:
+        self.summary = summary
+        self.jitted = jitted
+
+    def found(self) -> set[str]:
+        candidates: dict[str, tuple[ast.FunctionDef, str | None]] = {}
+        for statement in self.summary.tree.body:
+            if isinstance(statement, ast.FunctionDef) and statement.name not in self.jitted:
+                candidates[statement.name] = (statement, None)
+            elif isinstance(statement, ast.ClassDef):
+                for item in statement.body:
+                    if isinstance(item, ast.FunctionDef) and not item.name.startswith("__"):
+                        candidates[f"{statement.name}.{item.name}"] = (item, statement.name)
+        found: set[str] = set()
+        changed = True
+        while changed:  # one that returns another found one's result is found in a later round
+            changed = False
+            for name, (function, owner) in candidates.items():
+                if name not in found and self._returns_device(function, owner, found):
+                    found.add(name)
+                    changed = True
+        return found
+
+    def _returns_device(self, function: ast.FunctionDef, owner: str | None, found: set[str]) -> bool:
+        if any(not (owner and isinstance(d, ast.Name) and d.id == "staticmethod") for d in function.decorator_list):
+            return False
+        nodes = list(_own_nodes(function))
+        if any(isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await)) for node in nodes):
+            return False
+        returns = [node for node in nodes if isinstance(node, ast.Return)]
+        if not returns or any(r.value is None for r in returns):
+            return False
+        bindings: dict[str, list[ast.expr | None]] = {}
+        for node in nodes:
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    value = node.value if isinstance(target, ast.Name) else None  # unpacked: not known
+                    for name in _bound_names(target):
+                        bindings.setdefault(name, []).append(value)
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                for name in _bound_names(node.target):
+                    bindings.setdefault(name, []).append(node.value)
+            elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor, ast.comprehension, ast.NamedExpr)):
+                for name in _bound_names(node.target):
+                    bindings.setdefault(name, []).append(None)  # `x += 1` may make a host value
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    for name in _bound_names(item.optional_vars) if item.optional_vars is not None else ():
+                        bindings.setdefault(name, []).append(None)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                bindings.setdefault(node.name, []).append(None)
+        device: set[str] = set()
+        for _ in range(4):  # names bound from names: a few rounds reach a fixed point
+            known = len(device)
+            for name, values in bindings.items():
+                if name not in device and all(v is not None and self._device(v, device, owner, found) for v in values):
+                    device.add(name)
+            if len(device) == known:
+                break
+        return all(self._device(r.value, device, owner, found) for r in returns)  # type: ignore[arg-type]
+
+    def _device(self, expr: ast.expr, device: set[str], owner: str | None, found: set[str]) -> bool:
+        if isinstance(expr, ast.Name):
+            return expr.id in device
+        if isinstance(expr, ast.Attribute):
+            from ._device import HOST_ATTRIBUTES
+
+            return expr.attr not in HOST_ATTRIBUTES and self._device(expr.value, device, owner, found)
+        if isinstance(expr, ast.Subscript):
+            return self._device(expr.value, device, owner, found)
+        if isinstance(expr, ast.BinOp):
+            return self._device(expr.left, device, owner, found) or self._device(expr.right, device, owner, found)
+        if isinstance(expr, ast.UnaryOp):
+            return not isinstance(expr.op, ast.Not) and self._device(expr.operand, device, owner, found)
+        if isinstance(expr, ast.IfExp):
+            return self._device(expr.body, device, owner, found) and self._device(expr.orelse, device, owner, found)
+        if isinstance(expr, (ast.Tuple, ast.List)):
+            return any(self._device(e, device, owner, found) for e in expr.elts if not isinstance(e, ast.Starred))
+        if isinstance(expr, ast.Dict):
+            return any(self._device(v, device, owner, found) for v in expr.values)
+        if isinstance(expr, ast.Call):
+            return self._call(expr, device, owner, found)
+        return False
+
+    def _call(self, call: ast.Call, device: set[str], owner: str | None, found: set[str]) -> bool:
+        func = call.func
+        name = self.summary.resolve(func)
+        if name is not None:
+            return (
+                _jaxapi.is_array_op(name)
+                and not _jaxapi.is_host_copy(name)
+                and name not in _jaxapi.BLOCKING
+                and name not in _jaxapi.SETUP_ARRAY_OPS
+                and not name.rsplit(".", 1)[-1][:1].isupper()  # classes: lax.Precision, ...
+            )
+        if isinstance(func, ast.Name) and func.id not in self.summary.imports:
+            return func.id in self.jitted or func.id in found
+        if isinstance(func, ast.Attribute):
+            holder = func.value
+            if isinstance(holder, ast.Name) and holder.id == "self" and owner is not None:
+                return f"{owner}.{func.attr}" in found
+            # an array method of a device value (`x.reshape(...)`; not `.item()` and the like)
+            return func.attr not in _jaxapi.HOST_METHODS and func.attr != "block_until_ready" and self._device(holder, device, owner, found)
+        return False
+
+
+def _bound_names(target: ast.expr) -> Iterator[str]:
+    """The local names an assignment to `target` binds: `x`, `a, (b, *c)`; not `x[i]` or
+    `self.x`, which change an object the name already holds."""
+    if isinstance(target, ast.Name):
+        yield target.id
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            yield from _bound_names(element)
+    elif isinstance(target, ast.Starred):
+        yield from _bound_names(target.value)
 
 
 def _reads(expr: ast.AST, names: set[str]) -> bool:
@@ -2311,6 +2459,7 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
         "methods": [list(pair) for pair in facts.methods],
         "passes": [list(pair) for pair in facts.passes],
         "unwaited": list(facts.unwaited),
+        "device_returns": list(facts.device_returns),
         "light": list(facts.light),
         "copiers": list(facts.copiers),
         "host_needs": list(facts.host_needs),
@@ -2321,7 +2470,7 @@ def _stored(facts: ModuleFacts) -> dict[str, Any]:
 
 
 _PAIRS = ("jitted", "aliases", "factories", "holders", "traceable", "assigned", "classes", "builds", "forwards", "looped", "methods", "passes")
-_NAMES = ("traced", "eager", "imports", "stars", "streams", "unwaited", "light", "copiers", "host_needs", "called_methods", "defined_methods")
+_NAMES = ("traced", "eager", "imports", "stars", "streams", "unwaited", "device_returns", "light", "copiers", "host_needs", "called_methods", "defined_methods")
 
 
 def _stored_facts(entry: object) -> ModuleFacts | None:
@@ -2362,6 +2511,7 @@ def _stored_facts(entry: object) -> ModuleFacts | None:
         methods=pair("methods"),
         passes=pair("passes"),
         unwaited=tuple(entry["unwaited"]),
+        device_returns=tuple(entry["device_returns"]),
         light=tuple(entry["light"]),
         copiers=tuple(entry["copiers"]),
         host_needs=tuple(entry["host_needs"]),
