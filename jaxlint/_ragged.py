@@ -958,14 +958,46 @@ def assigned_in(scope: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
 
 
 def _skips_short(loop: Loop) -> bool:
-    """`if len(x) < bs: continue` / `if x.shape[0] != bs: break`: short batches never reach
-    the call."""
+    """`if len(x) < bs: continue` / `if x.shape[0] != bs: break`, or a test of where the
+    batch would end (`if i + bs > n: break`, `end = i + bs` then `if end > n: break`): short
+    batches never reach the call."""
+    index = loop.target.value if isinstance(loop, cst.For) and isinstance(loop.target, cst.Name) else None
+    ends = _batch_ends(loop, index) if index is not None else set()
     for node in iter_subtree(loop.body, into_scopes=False):
         if isinstance(node, cst.If):
             test = cst.Module([]).code_for_node(node.test)
-            if ("len(" in test or ".shape" in test) and any(
+            if ("len(" in test or ".shape" in test or _compares_end(node.test, index, ends)) and any(
                 isinstance(n, (cst.Continue, cst.Break, cst.Return, cst.Raise)) for n in iter_subtree(node.body, into_scopes=False)
             ):
                 return True
     return False
+
+
+def _is_end(expr: cst.BaseExpression, index: str | None) -> bool:
+    """`i + bs` (or `bs + i`) for the loop index `i`: where the batch starting at `i` ends."""
+    return (
+        isinstance(expr, cst.BinaryOperation)
+        and isinstance(expr.operator, cst.Add)
+        and any(isinstance(side, cst.Name) and side.value == index for side in (expr.left, expr.right))
+    )
+
+
+def _batch_ends(loop: Loop, index: str) -> set[str]:
+    """The names the loop body binds to where the batch ends (`end = i + bs`)."""
+    names = set()
+    for node in iter_subtree(loop.body, into_scopes=False):
+        if isinstance(node, cst.Assign) and _is_end(node.value, index):
+            names.update(n for t in node.targets for n in target_names(t.target))
+    return names
+
+
+def _compares_end(test: cst.BaseExpression, index: str | None, ends: set[str]) -> bool:
+    """`i + bs > n`, `end >= len(x)`, `n < end`: a test of where the batch ends against a bound."""
+    if index is None or not isinstance(test, cst.Comparison):
+        return False
+    ordering = (cst.GreaterThan, cst.GreaterThanEqual, cst.LessThan, cst.LessThanEqual)
+    if not all(isinstance(c.operator, ordering) for c in test.comparisons):
+        return False
+    sides = [test.left, *(c.comparator for c in test.comparisons)]
+    return any(_is_end(side, index) or (isinstance(side, cst.Name) and side.value in ends) for side in sides)
 
