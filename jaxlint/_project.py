@@ -1726,6 +1726,34 @@ def _copying_call(call: ast.Call, resolve: Callable[[ast.expr], str | None]) -> 
 _GATHERING = frozenset({"sum", "map", "len", "zip", "list", "tuple", "abs", "max", "min"})
 
 
+def _found_in_rounds(
+    summary: _Summary,
+    jitted: dict[str, str],
+    holds: Callable[[ast.FunctionDef, str | None, set[str]], bool],
+) -> set[str]:
+    """The module's top-level functions (not those it jits) and methods of its top-level
+    classes (not dunders), as "name" and "Class.method", for which `holds(def, owning class
+    or None, found so far)`: read in rounds until none is added, so that one calling another
+    found one is found in a later round."""
+    candidates: dict[str, tuple[ast.FunctionDef, str | None]] = {}
+    for statement in summary.tree.body:
+        if isinstance(statement, ast.FunctionDef) and statement.name not in jitted:
+            candidates[statement.name] = (statement, None)
+        elif isinstance(statement, ast.ClassDef):
+            for item in statement.body:
+                if isinstance(item, ast.FunctionDef) and not item.name.startswith("__"):
+                    candidates[f"{statement.name}.{item.name}"] = (item, statement.name)
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, (function, owner) in candidates.items():
+            if name not in found and holds(function, owner, found):
+                found.add(name)
+                changed = True
+    return found
+
+
 class _Unwaited:
     """The module's top-level functions and methods of its top-level classes that start device
     work, wait for none of it and return its results (`ModuleFacts.unwaited`), read from the
@@ -1750,23 +1778,7 @@ class _Unwaited:
         self.jitted = jitted
 
     def found(self) -> set[str]:
-        candidates: dict[str, tuple[ast.FunctionDef, str | None]] = {}
-        for statement in self.summary.tree.body:
-            if isinstance(statement, ast.FunctionDef) and statement.name not in self.jitted:
-                candidates[statement.name] = (statement, None)
-            elif isinstance(statement, ast.ClassDef):
-                for item in statement.body:
-                    if isinstance(item, ast.FunctionDef) and not item.name.startswith("__"):
-                        candidates[f"{statement.name}.{item.name}"] = (item, statement.name)
-        found: set[str] = set()
-        changed = True
-        while changed:  # one that calls another found one is found in a later round
-            changed = False
-            for name, (function, owner) in candidates.items():
-                if name not in found and self._returns_unwaited(function, owner, found):
-                    found.add(name)
-                    changed = True
-        return found
+        return _found_in_rounds(self.summary, self.jitted, self._returns_unwaited)
 
     def _returns_unwaited(self, function: ast.FunctionDef, owner: str | None, found: set[str]) -> bool:
         if any(not (owner and isinstance(d, ast.Name) and d.id == "staticmethod") for d in function.decorator_list):
@@ -1854,23 +1866,7 @@ class _DeviceReturns:
         self.jitted = jitted
 
     def found(self) -> set[str]:
-        candidates: dict[str, tuple[ast.FunctionDef, str | None]] = {}
-        for statement in self.summary.tree.body:
-            if isinstance(statement, ast.FunctionDef) and statement.name not in self.jitted:
-                candidates[statement.name] = (statement, None)
-            elif isinstance(statement, ast.ClassDef):
-                for item in statement.body:
-                    if isinstance(item, ast.FunctionDef) and not item.name.startswith("__"):
-                        candidates[f"{statement.name}.{item.name}"] = (item, statement.name)
-        found: set[str] = set()
-        changed = True
-        while changed:  # one that returns another found one's result is found in a later round
-            changed = False
-            for name, (function, owner) in candidates.items():
-                if name not in found and self._returns_device(function, owner, found):
-                    found.add(name)
-                    changed = True
-        return found
+        return _found_in_rounds(self.summary, self.jitted, self._returns_device)
 
     def _returns_device(self, function: ast.FunctionDef, owner: str | None, found: set[str]) -> bool:
         if any(not (owner and isinstance(d, ast.Name) and d.id == "staticmethod") for d in function.decorator_list):
