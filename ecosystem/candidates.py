@@ -274,13 +274,19 @@ def write_candidates(out: Path) -> int:
 
 
 
-def worklist(split: str, seed: int, codes: list[str], skip_tests: bool = False,
-             sizes: dict[str, int | None] | None = None) -> list[dict[str, str]]:
+def worklist(split: str, seed: int | str, codes: list[str], skip_tests: bool = False,
+             sizes: dict[str, int | None] | None = None, batches: set[int] | None = None,
+             table: Path | None = None) -> list[dict[str, str]]:
     """Candidates to judge: all of a rare rule's, a seeded sample of a common one's, none within
     3 lines of a site already labelled for the same rule (test files left out on request: every
-    one of them is FP by the standard, so they say nothing about recall)."""
-    with CANDIDATES_TSV.open(encoding="utf-8", newline="") as handle:
+    one of them is FP by the standard, so they say nothing about recall). `batches`: only the
+    repositories of these batches (a fresh batch is judged on its own; the sample of each rule
+    is drawn from that batch's candidates, `random.Random(f"{seed}-{split}-{code}")`)."""
+    with (table or CANDIDATES_TSV).open(encoding="utf-8", newline="") as handle:
         rows = [r for r in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE) if r["split"] == split]
+    if batches is not None:
+        batch_of = {repo.name: repo.batch for repo in load_corpus().repos}
+        rows = [r for r in rows if batch_of.get(r["repo"]) in batches]
     labelled: dict[tuple[str, str, str], list[int]] = defaultdict(list)
     try:
         for label in load_labels():
@@ -311,10 +317,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--code", action="append", default=[], help="rule codes (default: all)")
     parser.add_argument("--skip-tests", action="store_true", help="leave out test files")
+    parser.add_argument("--batch", type=int, action="append", default=[], help="only these batches' repositories (repeatable)")
     args = parser.parse_args(argv)
     if args.sample:
         codes = args.code or sorted(SAMPLE_SIZES)
-        for row in worklist(args.split, args.seed, codes, skip_tests=args.skip_tests):
+        batches = set(args.batch) or None
+        for row in worklist(args.split, args.seed, codes, skip_tests=args.skip_tests, batches=batches):
             print("\t".join((row["repo"], row["path"], row["line"], row["code"], row["pattern"])))
         return 0
     count = write_candidates(CANDIDATES_TSV)

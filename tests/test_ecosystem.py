@@ -238,3 +238,19 @@ def make_step():
         (13, "pmap(...) built and called at once in a function"),
         (16, "jit of a lambda or nested def, stored and called in a function"),
     }
+
+
+def test_worklist_of_one_batch_samples_only_its_repositories(tmp_path):
+    batch_of = {repo.name: repo.batch for repo in load_corpus().repos}
+    first, second = "Artur-Galstyan/jaxonmodels", "Vodolay/NovaJax"
+    assert batch_of[first] != batch_of[second]
+    table = tmp_path / "candidates.tsv"
+    lines = ["repo\tsplit\tpath\tline\tcode\tpattern"]
+    for repo in (first, second):
+        lines += [f"{repo}\tdev\tnot_a_file_{i}.py\t{10 * i + 1}\tJL005\tcopy" for i in range(100)]
+    table.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    one = candidates.worklist("dev", 7, ["JL005"], batches={batch_of[first]}, table=table)
+    assert {row["repo"] for row in one} == {first}
+    assert len(one) == candidates.SAMPLE_SIZES["JL005"]
+    both = candidates.worklist("dev", 7, ["JL005"], table=table)
+    assert {row["repo"] for row in both} == {first, second}
