@@ -1263,12 +1263,17 @@ class DeviceIndex:
         project = self.ctx.project
         if project is None:
             return False
-        func = call.func
-        assert isinstance(func, cst.Attribute)
+        assert isinstance(call.func, cst.Attribute)
+        method = self.made_method(call.func, path)
+        return method is not None and project.returns_device(method, self.ctx.module_name)
+
+    def made_method(self, func: cst.Attribute, path: Sequence[cst.CSTNode]) -> str | None:
+        """`Class.method` for `obj.method` where every binding of `obj` calls the one class
+        `Class` (`ema = EMA(...)`, then `ema.update`), as the calls name it; None otherwise."""
         names = set(self.makers(func.value, path) or ())
         if len(names) != 1 or None in names:
-            return False
-        return project.returns_device(f"{names.pop()}.{func.attr.value}", self.ctx.module_name)
+            return None
+        return f"{names.pop()}.{func.attr.value}"
 
     def _model_function_call(self, call: cst.Call, state: State, path: tuple[cst.CSTNode, ...]) -> bool:
         """`extract(model, params, input_ids)`: a function of another module, given the

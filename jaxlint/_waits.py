@@ -278,7 +278,7 @@ class DeviceFlow:
         project = self.ctx.project
         if project is None:
             return False
-        method = _made_method(self.ctx, func, path)
+        method = self.ctx.device.made_method(func, path)
         return method is not None and project.copies(method, self.ctx.module_name)
 
     def _copies_in(self, function: cst.FunctionDef, scope_path: Sequence[cst.CSTNode]) -> bool:
@@ -393,17 +393,8 @@ def project_unwaited(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNod
     func = call.func
     if not isinstance(func, cst.Attribute):
         return None
-    method = _made_method(ctx, func, path)
+    method = ctx.device.made_method(func, path)
     return method if method is not None and project.returns_unwaited(method, ctx.module_name) else None
-
-
-def _made_method(ctx: FileContext, func: cst.Attribute, path: Sequence[cst.CSTNode]) -> str | None:
-    """`Class.method` for `obj.method` where every binding of `obj` calls the one class
-    `Class` (`ema = EMA(...)`, then `ema.update`), as the calls name it; None otherwise."""
-    names = set(ctx.device.makers(func.value, path) or ())
-    if len(names) != 1 or None in names:
-        return None
-    return f"{names.pop()}.{func.attr.value}"
 
 
 def light_call(ctx: FileContext, call: cst.Call, path: Sequence[cst.CSTNode]) -> bool:
@@ -442,7 +433,7 @@ def hands_host_own_value(ctx: FileContext, call: cst.Call, path: Sequence[cst.CS
     elif name is None and isinstance(call.func, cst.Attribute):
         found = ctx.device.method_called(call, path)
         if found is None:
-            name = _made_method(ctx, call.func, path)
+            name = ctx.device.made_method(call.func, path)
     if found is not None:
         read = _as_ast(ctx, found[0], found[1]) if found[0] is not None else None
         return (False, False) if read is None else (samples_on_host(*read), returns_on_host(*read))
