@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _batches, _jaxapi
+from ._device import HOST_ATTRIBUTES
 from ._traceable import Traceable, read as _read_traceable
 
 __all__ = ["ModuleFacts", "Project", "absolute_name", "module_name", "summarize"]
@@ -1732,9 +1733,10 @@ def _found_in_rounds(
     holds: Callable[[ast.FunctionDef, str | None, set[str]], bool],
 ) -> set[str]:
     """The module's top-level functions (not those it jits) and methods of its top-level
-    classes (not dunders), as "name" and "Class.method", for which `holds(def, owning class
-    or None, found so far)`: read in rounds until none is added, so that one calling another
-    found one is found in a later round."""
+    classes (not dunders), as "name" and "Class.method", with no decorator (but a method's
+    `staticmethod`: any other may convert or replace what it returns), for which `holds(def,
+    owning class or None, found so far)`: read in rounds until none is added, so that one
+    calling another found one is found in a later round."""
     candidates: dict[str, tuple[ast.FunctionDef, str | None]] = {}
     for statement in summary.tree.body:
         if isinstance(statement, ast.FunctionDef) and statement.name not in jitted:
@@ -1743,6 +1745,11 @@ def _found_in_rounds(
             for item in statement.body:
                 if isinstance(item, ast.FunctionDef) and not item.name.startswith("__"):
                     candidates[f"{statement.name}.{item.name}"] = (item, statement.name)
+    candidates = {
+        name: (function, owner)
+        for name, (function, owner) in candidates.items()
+        if all(owner and isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list)
+    }
     found: set[str] = set()
     changed = True
     while changed:
@@ -1781,8 +1788,6 @@ class _Unwaited:
         return _found_in_rounds(self.summary, self.jitted, self._returns_unwaited)
 
     def _returns_unwaited(self, function: ast.FunctionDef, owner: str | None, found: set[str]) -> bool:
-        if any(not (owner and isinstance(d, ast.Name) and d.id == "staticmethod") for d in function.decorator_list):
-            return False
         body = function.body
         if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
             return False
@@ -1869,8 +1874,6 @@ class _DeviceReturns:
         return _found_in_rounds(self.summary, self.jitted, self._returns_device)
 
     def _returns_device(self, function: ast.FunctionDef, owner: str | None, found: set[str]) -> bool:
-        if any(not (owner and isinstance(d, ast.Name) and d.id == "staticmethod") for d in function.decorator_list):
-            return False
         nodes = list(_own_nodes(function))
         if any(isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await)) for node in nodes):
             return False
@@ -1910,8 +1913,6 @@ class _DeviceReturns:
         if isinstance(expr, ast.Name):
             return expr.id in device
         if isinstance(expr, ast.Attribute):
-            from ._device import HOST_ATTRIBUTES
-
             return expr.attr not in HOST_ATTRIBUTES and self._device(expr.value, device, owner, found)
         if isinstance(expr, ast.Subscript):
             return self._device(expr.value, device, owner, found)

@@ -1000,4 +1000,3 @@ def _compares_end(test: cst.BaseExpression, index: str | None, ends: set[str]) -
         return False
     sides = [test.left, *(c.comparator for c in test.comparisons)]
     return any(_is_end(side, index) or (isinstance(side, cst.Name) and side.value in ends) for side in sides)
-
