@@ -243,8 +243,11 @@ class RunReport:
             waits = site.waits - site.batched
             if site.count < MIN_SYNCS or waits < 2:
                 continue
-            # Most conversions waited, or the waits, however few, are a real share of the run.
-            if 2 * waits < site.count and site.wait_seconds < WAIT_SHARE * self.wall_seconds:
+            # Most conversions waited, or the waits repeat (a loop's, not the first reads of arrays
+            # just computed, as in `for x in zip(xs, ys)`) and are a real share of the run. The
+            # share alone is no evidence: on a loaded machine two waits can take 1% of a short run.
+            few = 2 * waits < site.count
+            if few and (waits < MIN_SYNCS or site.wait_seconds < WAIT_SHARE * self.wall_seconds):
                 continue
             kind = max(site.kinds, key=site.kinds.__getitem__)
             running = (

@@ -768,6 +768,7 @@ def test_profile_keeps_its_cache_miss_explanations_out_of_the_program_logging() 
         (1000, 30, 0.5, True),  # few did, but half a second of a 10 s run
         (1000, 30, 0.05, False),  # few did, briefly: the values were mostly ready
         (4, 4, 1.0, False),  # too few reads to call it a loop
+        (6, 2, 1.0, False),  # two waits, however long: the first reads of arrays just computed
     ],
 )
 def test_host_wait_threshold(tmp_path: Path, count: int, pending: int, waited: float, reported: bool) -> None:
