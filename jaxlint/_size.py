@@ -6,7 +6,8 @@ of this file (the leaves of what its `__init__` assigns to its fields, and where
 that builds a field is unknown, what the field's declaration says: `weight: jax.Array` or a
 jaxtyping `Float[Array, "n"]` is one array, `use_bias: bool` or `eqx.field(static=True)` none;
 or the leaves of the arguments it is built from when it has no `__init__`), an array (1), a Python scalar (0), a container (the
-sum), `eqx.partition`/`eqx.filter`/`tree_at` (like their tree), an optimizer state
+sum; a list grown after it is made, `layers.append(eqx.nn.Linear(...))` in a loop, holds
+what is appended times the loop's iterations), `eqx.partition`/`eqx.filter`/`tree_at` (like their tree), an optimizer state
 (`optimizer.init(params)`: about two arrays per parameter, as Adam keeps), and a function's
 parameter when every call of the function in the file passes a counted value (the largest).
 Anything else is unknown (None): a checkpoint, a config-driven model, a library class.
@@ -24,8 +25,9 @@ import libcst as cst
 
 from . import _jaxapi
 from ._bindings import Kind
-from ._frequency import integer_value, items_count
+from ._frequency import integer_value, items_count, iteration_count
 from ._nodes import iter_subtree, keyword_or_position
+from ._walk import walk_with_paths
 
 if TYPE_CHECKING:
     from ._context import FileContext
@@ -95,7 +97,18 @@ def _name(ctx: FileContext, name: cst.Name, path: list[cst.CSTNode], depth: int)
         if binding.kind is Kind.ASSIGN and _updates(binding.value or binding.source, name.value):
             continue  # `model, opt_state = step(model, opt_state)`: an update keeps the structure
         if binding.kind is Kind.ASSIGN and binding.value is not None:
-            counts.append(leaf_count(ctx, binding.value, [*binding.path, binding.node], depth + 1))
+            count = leaf_count(ctx, binding.value, [*binding.path, binding.node], depth + 1)
+            if count is not None and isinstance(binding.value, (cst.List, cst.Dict)):
+                scope = next(
+                    (i for i in range(len(binding.path) - 1, -1, -1) if isinstance(binding.path[i], cst.FunctionDef)),
+                    0,
+                )
+                grown = _growth(
+                    ctx, binding.path[scope], binding.path[:scope],
+                    lambda e: isinstance(e, cst.Name) and e.value == name.value, depth,
+                )  # fmt: skip
+                count = None if grown is None else count + grown
+            counts.append(count)
         elif binding.kind is Kind.PARAM:
             counts.append(_parameter(ctx, binding.node, binding.path, depth))
         else:
@@ -220,6 +233,10 @@ def _module_class(ctx: FileContext, name: cst.Name, call: cst.Call, path: list[c
                         counts[field.attr.value] = _default_count(ctx, call, init, value.value, init_path, depth)
                 else:
                     counts[field.attr.value] = leaf_count(ctx, value, [*init_path, statement], depth + 1)
+    for field, count in counts.items():
+        if count is not None:  # `self.blocks = []`, then `self.blocks.append(Block(...))` in a loop
+            grown = _growth(ctx, init, init_path[:-1], lambda e, f=field: _is_self_field(e, f), depth)
+            counts[field] = None if grown is None else count + grown
     declared = _declared_fields(node)
     for field, count in counts.items():
         if count is None:
@@ -227,6 +244,47 @@ def _module_class(ctx: FileContext, name: cst.Name, call: cst.Call, path: list[c
     if not counts or any(c is None for c in counts.values()):
         return None
     return sum(counts.values())  # type: ignore[arg-type]
+
+
+_GROWERS = frozenset({"append", "extend", "insert"})
+
+
+def _growth(
+    ctx: FileContext, scope: cst.CSTNode, scope_path: list[cst.CSTNode], is_container, depth: int  # type: ignore[no-untyped-def]
+) -> int | None:
+    """The array leaves a container gains in `scope` after it is made: each value given to its
+    `append`/`insert`, `extend` or `+=`, times the iterations of the `for` loops around that
+    call inside `scope` (0 when it is never grown; None when a value or a count is unknown)."""
+    total = 0
+    for node, path in walk_with_paths(scope, scope_path):
+        if (
+            isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in _GROWERS and is_container(node.func.value) and node.args
+        ):  # fmt: skip
+            value = node.args[-1].value
+        elif isinstance(node, cst.AugAssign) and is_container(node.target):
+            value = node.value
+        else:
+            continue
+        each = leaf_count(ctx, value, [*path, node], depth + 1)
+        times: int | None = 1
+        for index in range(len(scope_path) + 1, len(path)):
+            if isinstance(path[index], cst.While):
+                times = None
+            elif isinstance(path[index], cst.For) and times is not None:
+                runs = iteration_count(ctx, path[index], path[:index])
+                times = None if runs is None else times * runs
+        if each is None or times is None:
+            return None
+        total += each * times
+    return total
+
+
+def _is_self_field(expr: cst.BaseExpression, field: str) -> bool:
+    return (
+        isinstance(expr, cst.Attribute) and expr.attr.value == field
+        and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+    )  # fmt: skip
 
 
 def _default_count(

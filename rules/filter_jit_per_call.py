@@ -24,7 +24,8 @@ annotated as a Module or pytree, or named like one (`model`, `params`, `opt_stat
 `train_state`, `net`; a bare `state` only when a `for` loop's step gives it back). It stays silent when the code shows those pytrees hold fewer than 24
 arrays in all (`jaxlint._size`: an `eqx.nn.MLP` of depth 1 holds 4, its Adam state 9; a
 Module class of the file holds what its `__init__` assigns, or a parameter's default where
-the construction passes nothing for it; diffrax's solvers, step-size controllers and adjoints
+the construction passes nothing for it; a list of layers grown by `append` in a loop holds what
+is appended times the loop's iterations; diffrax's solvers, step-size controllers and adjoints
 hold only the arrays they are given): the per-call cost grows with the leaves, and at a few
 arrays it is small.
 
