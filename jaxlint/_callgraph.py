@@ -409,9 +409,11 @@ class CallGraph:
             if outer is Mode.TRACED:
                 return Mode.TRACED
         escapes = [self._escape(name_node, path) for name_node, path in function.uses]
-        if Mode.TRACED in escapes:
-            return Mode.TRACED
         site_modes = [self.scope_mode(site.scope, site.path) for site in function.sites]
+        if Mode.TRACED in escapes and Mode.EAGER not in site_modes:
+            return Mode.TRACED
+        # Handed to a transform and also called by name from eager code: it runs both ways, and
+        # the eager calls are the ones that cost (`traced_too` says it is also traced).
         if site_modes and all(m is Mode.TRACED for m in site_modes) and not escapes:
             return Mode.TRACED
         if Mode.EAGER in site_modes or Mode.EAGER in escapes:
@@ -805,6 +807,15 @@ class CallGraph:
         if any(not plain for _site, _weight, plain in self._weighed_sites(function)):
             return False
         return all(self._plain(callee.node, seen) for _site, callee in self._eager_callees(function))
+
+    def hands_to_transform(self, name: cst.Name, path: tuple[cst.CSTNode, ...]) -> bool:
+        """Whether this use of a function hands it to a JAX transform (`jax.grad(loss_fn)`,
+        `eqx.filter_value_and_grad(loss_fn)`, `jax.vmap`) inside code that is traced: the
+        transformed function runs under that trace, and nothing about the use makes the
+        function's other, eager calls compiled."""
+        if self._escape(name, path) is not Mode.TRACED:
+            return False
+        return self.scope_mode(_innermost_scope(list(path), self.ctx.module), path) is Mode.TRACED
 
     def traced_too(self, function: Function) -> bool:
         """Whether some of `function`'s calls, or a use that hands it on, run under a trace

@@ -36,7 +36,9 @@ helper, an evaluation loop over a loader that another module calls: `CallGraph.d
 calling the function by name. It stays silent when the function
 is jitted anywhere in the file (decorated, `f = jax.jit(f)`, `fast = jax.jit(f)`), handed to
 `jax.jit`/`vmap`/`grad`/`lax.scan` or any other function (the caller may jit it: a
-function of a library is called from other files), called only from traced code, decorated,
+function of a library is called from other files; not when a function that is itself traced
+hands it to a transform, `jax.value_and_grad(loss_fn)` in the jitted step: that runs under
+the step's trace, and the calls by name in an evaluation loop still run eagerly), called only from traced code, decorated,
 a method, named like setup code (`init_*`, `make_*`, `create_*`, `build_*`, `load_*`; not a
 `*_step`: equinox's examples call their training step `make_step`), or
 when its body would not survive jit: host I/O, `print`, `.item()`, `np.asarray`, mutation of
@@ -263,11 +265,13 @@ class MissingJit(Rule):
 
     def _candidate(self, function: Function) -> tuple[str, int, Jittability] | None:
         node = function.node
-        if node.decorators or node.asynchronous is not None or function.uses or not function.sites:
+        graph = self.ctx.calls
+        if node.decorators or node.asynchronous is not None or not function.sites:
             return None
+        if not all(graph.hands_to_transform(name, path) for name, path in function.uses):
+            return None  # handed to something that may jit it (a library's caller), or runs it
         if _SETUP.match(function.name) and not _STEP.search(function.name):
             return None
-        graph = self.ctx.calls
         found = graph.array_work(node)
         if found is None or found[1] < _MIN_OPERATIONS:
             return None  # one operation dispatches once with or without jit
@@ -363,8 +367,11 @@ class MissingJit(Rule):
         via = ""
         if repeat.chain:
             via = " via " + " → ".join(f"`{f.name}()`" for f in repeat.chain)
+        compiled = "is never jit-compiled"
+        if self.ctx.calls.traced_too(function):
+            compiled = "is compiled only where a trace runs it"
         return (
-            f"`{function.name}()` does array work (`{work}`) but is never jit-compiled, and it "
+            f"`{function.name}()` does array work (`{work}`) but {compiled}, and it "
             f"runs once per iteration of {where}{via}: every call dispatches its operations one "
             f"by one from Python; " + _static_hint(jittability)
         )
