@@ -318,6 +318,35 @@ class Streams:
                 return Stream(examples=_split_size(known, keyword_argument(call, "split")))
         return Stream()
 
+    def _tfds_split(self, call: cst.Call, name: str, element: int) -> Stream:
+        """The split a tuple target takes from `tfds.load(...)` (`element`: its position, or
+        `_NESTED` for one inside a nested target): `train, test = tfds.load(name,
+        split=["train", "test"])`, `ds, info = tfds.load(name, split="train", with_info=True)`,
+        `(train, test), info = tfds.load(..., with_info=True)`; with the split's size when the
+        table knows the dataset."""
+        if name != "tensorflow_datasets.load":
+            return Stream()
+        split = keyword_argument(call, "split")
+        outer, inner = (element // _NESTED - 1, element % _NESTED) if element >= _NESTED else (element, None)
+        if _true(keyword_argument(call, "with_info")):
+            if outer != 0:
+                return Stream()  # the info object
+            outer, inner = (inner, None) if inner is not None else (-1, None)
+        elif inner is not None:
+            return Stream()
+        if outer >= 0:
+            if not isinstance(split, (cst.List, cst.Tuple)) or outer >= len(split.elements):
+                return Stream()
+            split = split.elements[outer].value
+        elif isinstance(split, (cst.List, cst.Tuple)):
+            return Stream()
+        if keyword_argument(call, "batch_size") is not None:
+            return Stream()
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        dataset = positional[0] if positional else keyword_argument(call, "name")
+        known = _jaxapi.TFDS_SIZES.get(dataset.evaluated_value) if isinstance(dataset, cst.SimpleString) else None  # type: ignore[arg-type]
+        return Stream(examples=_split_size(known, split)) if known is not None else Stream()
+
     def _hf_batch(self, call: cst.Call, inner: Stream) -> Stream:
         """A Hugging Face dataset's `.iter(batch_size=bs)` or `.batch(bs)`: ragged unless
         `drop_last_batch` is passed anything but `False`."""
@@ -369,7 +398,7 @@ class Streams:
                 return self._imported(value, callee, element)  # `train, test = get_loaders()` of another module
             if not (callee or "").startswith("tensorflow_datasets."):
                 return None
-            return Stream()  # `ds, info = tfds.load(..., with_info=True)`
+            return self._tfds_split(value, callee, element)  # type: ignore[arg-type]
         stream = self.stream(value, value_path, depth + 1)  # type: ignore[arg-type]
         if stream is not None and stream.shuffled and not _unconditional(value_path[-2], value):
             # `if training: ds = ds.shuffle(n)`: the batching after it may serve both
@@ -496,6 +525,15 @@ class Streams:
                         for position, element in enumerate(target.target.elements):
                             if isinstance(element.value, cst.Name):
                                 bindings.setdefault(element.value.value, []).append((index, node.value, position))
+                            elif isinstance(element.value, (cst.Tuple, cst.List)):
+                                # `(train, test), info = tfds.load(..., with_info=True)`
+                                for inner, item in enumerate(element.value.elements):
+                                    if isinstance(item.value, cst.Name):
+                                        bound_at = _NESTED * (position + 1) + inner
+                                        bindings.setdefault(item.value.value, []).append((index, node.value, bound_at))
+                                    else:
+                                        for bound in target_names(item.value):
+                                            bindings.setdefault(bound, []).append((index, None, -1))
                             else:
                                 for bound in target_names(element.value):
                                     bindings.setdefault(bound, []).append((index, None, -1))
@@ -506,6 +544,11 @@ class Streams:
                     bindings.setdefault(bound, []).append((index, value, -1))
         self._scopes[id(scope)] = (order, bindings)
         return order, bindings
+
+
+# The element of a name bound inside a nested tuple target, `_NESTED * (outer + 1) + inner`:
+# past every tuple's length, so only `tfds.load`'s splits are read through it.
+_NESTED = 1 << 20
 
 
 def _method(name: str, path: list[cst.CSTNode]) -> tuple[cst.FunctionDef, list[cst.CSTNode]] | None:
