@@ -82,6 +82,9 @@ class Streams:
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         self.ctx = ctx
         self._scopes: dict[int, tuple[dict[int, int], dict[str, list[tuple[int, cst.CSTNode | None, int]]]]] = {}
+        # While a function's returned pipeline is read for one call (`_returned`): the function,
+        # that call and the path to it, so its parameters are what this call passes.
+        self._calling: tuple[cst.FunctionDef, cst.Call, list[cst.CSTNode]] | None = None
 
     def stream(self, expr: cst.BaseExpression, path: list[cst.CSTNode], depth: int = 0) -> Stream | None:
         """The stream `expr` (read at the end of `path`, its ancestors) iterates; None when it is
@@ -256,7 +259,10 @@ class Streams:
         """Whether the loader `call` batches a library dataset of a known size (the library
         table's `dataset-sizes`: `datasets.MNIST(root, train=True)`, spelled in the call or
         assigned to the name it is given) with a batch size the code shows that divides it:
-        every batch is full (MNIST's 60,000 training images in batches of 32)."""
+        every batch is full (MNIST's 60,000 training images in batches of 32). A dataset or a
+        batch size that is a parameter of the function around the loader is what every call of
+        the function in the file passes (`get_loader(train_set, batch_size=32)`), each dataset
+        with each batch size."""
         from ._frequency import integer_value
 
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
@@ -264,18 +270,65 @@ class Streams:
         size = positional[position] if len(positional) > position else keyword_argument(call, "batch_size")
         if dataset is None or size is None:
             return False
-        batch = integer_value(self.ctx, size, [*path, call])
+        batches = [integer_value(self.ctx, value, at) for value, at in self._passed(size, [*path, call])]
+        if not batches or any(batch is None or batch <= 1 for batch in batches):
+            return False
+        given = self._passed(dataset, [*path, call])
+        if not given:
+            return False
+        for value, at in given:
+            examples = self._dataset_size(value, at[:-1] if at and at[-1] is value else at)
+            if examples is None or any(examples % batch for batch in batches):  # type: ignore[operator]
+                return False
+        return True
+
+    def _passed(self, expr: cst.BaseExpression, path: list[cst.CSTNode]) -> list[tuple[cst.BaseExpression, list[cst.CSTNode]]]:
+        """The values `expr` (read at the end of `path`) takes: itself, or for a parameter of
+        the function around it, what every call of the function in the file passes (or the
+        default it leaves); empty when a call passes nothing the linter can read."""
+        from ._bindings import Kind
+        from ._callgraph import parameter_calls, passed_argument
+
+        if not isinstance(expr, cst.Name):
+            return [(expr, path)]
+        bindings = self.ctx.bindings.of(expr.value, path)
+        if len(bindings) != 1 or bindings[0].kind is not Kind.PARAM:
+            return [(expr, path)]
+        param = bindings[0].node
+        if self._calling is not None and isinstance(param, cst.Param) and not param.star:
+            function, call, at = self._calling
+            if any(p is param for p in function.params.params):
+                if any(a.star for a in call.args):
+                    return []
+                value = passed_argument(call, expr.value, positional_params(function))
+                value = param.default if value is None else value
+                return [] if value is None else [(value, at)]
+        found = parameter_calls(self.ctx, param, bindings[0].path)
+        if found is None:
+            return []
+        param, calls = found
+        values = []
+        for passed, at in calls:
+            value = param.default if passed is None else passed
+            if value is None:
+                return []
+            values.append((value, list(at)))
+        return values
+
+    def _dataset_size(self, dataset: cst.BaseExpression, path: list[cst.CSTNode]) -> int | None:
+        """The number of examples of a library dataset of a known size (`dataset-sizes`),
+        spelled at the end of `path` or assigned to the name there; None when unknown."""
         at = path
         if isinstance(dataset, cst.Name):
             found = self.binding(dataset, path)
             if found is None or found[0] is None or found[2] >= 0:
-                return False
+                return None
             dataset, at = found[0], found[1][:-1]  # type: ignore[assignment]
-        if not isinstance(dataset, cst.Call) or batch is None or batch <= 1:
-            return False
+        if not isinstance(dataset, cst.Call):
+            return None
         sizes = _jaxapi.DATASET_SIZES.get(self.ctx.resolve(dataset.func, at, anchor=dataset) or "")
         if sizes is None or any(a.star for a in dataset.args):
-            return False
+            return None
         args = [a.value for a in dataset.args if a.keyword is None]
         train = args[1] if len(args) > 1 else keyword_argument(dataset, "train")
         if train is None or (isinstance(train, cst.Name) and train.value == "True"):
@@ -283,9 +336,8 @@ class Streams:
         elif isinstance(train, cst.Name) and train.value == "False":
             split = "test"
         else:
-            return False  # a flag the linter cannot read: either split
-        examples = sizes.get(split)
-        return examples is not None and examples % batch == 0
+            return None  # a flag the linter cannot read: either split
+        return sizes.get(split)
 
     def _pads(self, function: cst.BaseExpression, path: list[cst.CSTNode]) -> bool:
         """Whether the function mapped over a stream pads or masks its batches (its name or
@@ -495,7 +547,11 @@ class Streams:
         forwarded = _forwarded_loader(self.ctx, function, value, function_path)
         if forwarded is not None:
             return _loader(value, forwarded, call)  # type: ignore[arg-type]
-        stream = self.stream(value, function_path, depth + 1)
+        calling, self._calling = self._calling, (function, call, [*path, call])
+        try:
+            stream = self.stream(value, function_path, depth + 1)
+        finally:
+            self._calling = calling
         # A pipeline a function of the file builds may serve its other callers (an evaluation).
         return replace(stream, drop=None) if stream is not None else None
 
