@@ -258,6 +258,8 @@ def _analyze(
         result.error = f"{path}: nested too deeply to analyse"
         return Analysis(result, module)
     except Exception as error:  # noqa: BLE001 - one file's bug must not stop the run
+        if os.environ.get("JAXLINT_TRACEBACK"):
+            raise
         result.error = f"{path}: internal error: {type(error).__name__}: {error} (please report)"
         return Analysis(result, module)
     analysis = Analysis(result, module)

@@ -154,6 +154,12 @@ class BatchIndex:
     def _find_batching(self, loop: Loop) -> Batching | None:
         if isinstance(loop, cst.While):
             return self._next_batching(loop, [*self.ctx.ancestors_of(loop), loop])
+        if isinstance(loop, (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
+            # `[eval_step(state, b) for b in test_loader]`: its one `for` clause over a loader
+            # or pipeline (one with `if` clauses still feeds every short batch it keeps)
+            if loop.for_in.inner_for_in is not None:
+                return None
+            return self._stream_header(loop.for_in.target, loop.for_in.iter, [*self.ctx.ancestors_of(loop), loop])
         if not isinstance(loop, cst.For):
             return None
         dataset = self._dataset_batching(loop)
@@ -224,11 +230,15 @@ class BatchIndex:
         `drop_remainder=True` (`tfds.as_numpy(ds)`, `ds.as_numpy_iterator()`, a function of
         the file returning one)."""
         loop_path = [*self.ctx.ancestors_of(loop), loop]
-        stream = self.streams.stream(loop.iter, loop_path)
+        found = self._stream_header(loop.target, loop.iter, loop_path)
+        return found if found is not None else self._next_batching(loop, loop_path)
+
+    def _stream_header(self, target: cst.BaseExpression, source: cst.BaseExpression, loop_path: list[cst.CSTNode]) -> Batching | None:
+        """`for target in source` (a loop's header or a comprehension's, `loop_path` ending
+        with it) over such a pipeline, a data loader or a dataset batched keeping the remainder."""
+        stream = self.streams.stream(source, loop_path)
         if stream is None or stream.ragged is None:
-            return self._next_batching(loop, loop_path)
-        target = loop.target
-        source = loop.iter
+            return None
         if (
             isinstance(source, cst.Call)
             and isinstance(source.func, cst.Name)
@@ -911,8 +921,8 @@ def _derive_names(loop: Loop, batching: Batching) -> None:
     """Add the names the loop body assigns from a ragged slice or batch (`batch = {"x":
     x[s:e]}`, `xb = jnp.asarray(batch)`); not a state the loop updates with a batch
     (`params = train_step(params, batch)`: the new `params` has the old one's shape)."""
-    assigns = [n for n in iter_subtree(loop.body, into_scopes=False) if isinstance(n, cst.Assign)]
     body = loop.body if isinstance(loop, (cst.For, cst.While)) else None
+    assigns = [n for n in iter_subtree(body, into_scopes=False) if isinstance(n, cst.Assign)] if body is not None else []
     if body is not None:
         for node in iter_subtree(body, into_scopes=False):
             if isinstance(node, cst.For):
@@ -961,6 +971,8 @@ def _skips_short(loop: Loop) -> bool:
     """`if len(x) < bs: continue` / `if x.shape[0] != bs: break`, or a test of where the
     batch would end (`if i + bs > n: break`, `end = i + bs` then `if end > n: break`): short
     batches never reach the call."""
+    if not isinstance(loop, (cst.For, cst.While)):
+        return False  # a comprehension has no statement to leave by
     index = loop.target.value if isinstance(loop, cst.For) and isinstance(loop.target, cst.Name) else None
     ends = _batch_ends(loop, index) if index is not None else set()
     for node in iter_subtree(loop.body, into_scopes=False):

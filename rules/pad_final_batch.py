@@ -199,7 +199,7 @@ class PadFinalBatch(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        found = ctx.device.looped_consumer(node, (cst.For, cst.While), instances=True)
+        found = ctx.device.looped_consumer(node, (cst.For, cst.While, cst.ListComp, cst.GeneratorExp), instances=True)
         callee = shorten(ctx.module.code_for_node(node.func))
         consumer: Consumer | None
         if found is not None:
