@@ -772,7 +772,8 @@ class CallGraph:
             elif isinstance(func, cst.Attribute) and self._optimizer_update(call, func, site.path):
                 yield site, _PER_LEAF, False  # an optimizer step over every leaf of the model
             elif (
-                (isinstance(func, cst.Attribute) and func.attr.value == "apply" and call.args and self._uses_flax)
+                # `model.apply(variables, x)`, a Flax `TrainState`'s `state.apply_fn(params, x)`
+                (isinstance(func, cst.Attribute) and func.attr.value in ("apply", "apply_fn") and call.args and self._uses_flax)
                 or (self._uses_equinox and _module_call(func, params))
                 or (self._uses_nnx and _module_call(func, params) and self._nnx_module(func, site.path))
             ):
