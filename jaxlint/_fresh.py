@@ -100,6 +100,16 @@ def _bound_method(ctx: FileContext, target: cst.Attribute, ancestors: Sequence[c
     reading them makes a new bound-method object, which `jax.jit` caches apart
     (`equinox.filter_jit` does not: it is left out)."""
     receiver = target.value
+    if isinstance(receiver, cst.Attribute):
+        # `train_state.model.apply`, `self.model.apply`: a Flax linen model held by an object
+        root = receiver
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if not isinstance(root, cst.Name) or target.attr.value != "apply":
+            return False
+        if root.value != "self" and ctx.resolve(root, ancestors, anchor=target) is not None:
+            return False  # a module's attribute (`flax.linen.apply`), not an object's
+        return _flax_linen_file(ctx)
     if not isinstance(receiver, cst.Name):
         return False
     if receiver.value == "self":
@@ -108,6 +118,12 @@ def _bound_method(ctx: FileContext, target: cst.Attribute, ancestors: Sequence[c
         return True
     if target.attr.value != "apply" or ctx.resolve(receiver, ancestors, anchor=target) is not None:
         return False
+    return _flax_linen_file(ctx)
+
+
+def _flax_linen_file(ctx: FileContext) -> bool:
+    """Whether the file imports Flax (linen) and not haiku, whose `apply` is a plain function
+    a transformed object holds (the same object on every read)."""
     imports = [t or "" for t in ctx._module_scope.imports.values()]  # noqa: SLF001
     return any(t.startswith("flax.linen") or t == "flax" for t in imports) and not any(
         t.startswith("haiku") for t in imports

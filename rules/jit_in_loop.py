@@ -5,7 +5,7 @@ applied inside a loop to a callable made in that same iteration: a `lambda`, a
 `functools.partial(...)`, a `def` nested in the loop body (decorated, or wrapped by name), or
 a bound method (`jax.jit(self.step)` for a method of the enclosing class,
 `jax.jit(strategy.ask)` for an object built by calling a class, `strategy = OpenES(...)`, a
-Flax linen `jax.jit(model.apply)`: each read of a method makes a new object, and a loop of 5
+Flax linen `jax.jit(model.apply)`, also of a model an object holds, `jax.jit(self.model.apply)`: each read of a method makes a new object, and a loop of 5
 `jax.jit(strategy.ask)(...)` compiles 5 times), when the jitted function
 is also called in that iteration. A loop over a model's layers or blocks
 (`for i in range(cfg.num_layers)`) counts as many here: a real model has dozens, and each
