@@ -318,11 +318,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--code", action="append", default=[], help="rule codes (default: all)")
     parser.add_argument("--skip-tests", action="store_true", help="leave out test files")
     parser.add_argument("--batch", type=int, action="append", default=[], help="only these batches' repositories (repeatable)")
+    parser.add_argument(
+        "--size", action="append", default=[], metavar="CODE=N",
+        help="sample N candidates of CODE instead of the default (repeatable; a fresh batch: JL005=25, JL008=12)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.sample:
         codes = args.code or sorted(SAMPLE_SIZES)
         batches = set(args.batch) or None
-        for row in worklist(args.split, args.seed, codes, skip_tests=args.skip_tests, batches=batches):
+        sizes: dict[str, int | None] = dict(SAMPLE_SIZES)
+        for item in args.size:
+            code, _, number = item.partition("=")
+            if code not in SAMPLE_SIZES or not number.isdigit():
+                parser.error(f"--size {item!r}: expected CODE=N with a rule code such as JL005=25")
+            sizes[code] = int(number)
+        for row in worklist(args.split, args.seed, codes, skip_tests=args.skip_tests, sizes=sizes, batches=batches):
             print("\t".join((row["repo"], row["path"], row["line"], row["code"], row["pattern"])))
         return 0
     count = write_candidates(CANDIDATES_TSV)

@@ -254,3 +254,18 @@ def test_worklist_of_one_batch_samples_only_its_repositories(tmp_path):
     assert len(one) == candidates.SAMPLE_SIZES["JL005"]
     both = candidates.worklist("dev", 7, ["JL005"], table=table)
     assert {row["repo"] for row in both} == {first, second}
+
+
+def test_sample_size_is_set_per_rule_on_the_command_line(tmp_path, monkeypatch, capsys):
+    """A fresh batch is judged on smaller samples (JL005=25): `--size` sets them without
+    calling `worklist` by hand; a malformed size is a usage error."""
+    table = tmp_path / "candidates.tsv"
+    lines = ["repo\tsplit\tpath\tline\tcode\tpattern"]
+    lines += [f"Vodolay/NovaJax\tdev\tnot_a_file_{i}.py\t{10 * i + 1}\tJL005\tcopy" for i in range(100)]
+    table.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    monkeypatch.setattr(candidates, "CANDIDATES_TSV", table)
+    assert candidates.main(["--sample", "--code", "JL005", "--size", "JL005=25", "--seed", "3"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 25
+    with pytest.raises(SystemExit) as raised:
+        candidates.main(["--sample", "--size", "JL005"])
+    assert raised.value.code == 2
