@@ -410,10 +410,10 @@ class CallGraph:
                 return Mode.TRACED
         escapes = [self._escape(name_node, path) for name_node, path in function.uses]
         site_modes = [self.scope_mode(site.scope, site.path) for site in function.sites]
+        # Handed to a transform and also called by name from eager code, it runs both ways: the
+        # eager calls are the ones that cost (`traced_too` says it is also traced).
         if Mode.TRACED in escapes and Mode.EAGER not in site_modes:
             return Mode.TRACED
-        # Handed to a transform and also called by name from eager code: it runs both ways, and
-        # the eager calls are the ones that cost (`traced_too` says it is also traced).
         if site_modes and all(m is Mode.TRACED for m in site_modes) and not escapes:
             return Mode.TRACED
         if Mode.EAGER in site_modes or Mode.EAGER in escapes:

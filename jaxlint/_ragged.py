@@ -570,30 +570,15 @@ class BatchIndex:
     def _known_integers(self, expr: cst.BaseExpression, path: list[cst.CSTNode]) -> list[int]:
         """The values `expr` takes where `path` reads it: `integer_value`'s, or for a parameter
         of the function around it, those that every call of the file passes (or leaves as the
-        default); empty when one is unknown."""
-        from ._bindings import Kind
-        from ._callgraph import parameter_calls
-
+        default: `Streams.passed_values`); empty when one is unknown."""
         value = integer_value(self.ctx, expr, path)
         if value is not None:
             return [value]
-        if not isinstance(expr, cst.Name):
-            return []
-        bindings = self.ctx.bindings.of(expr.value, path)
-        if len(bindings) != 1 or bindings[0].kind is not Kind.PARAM:
-            return []
-        found = parameter_calls(self.ctx, bindings[0].node, bindings[0].path)
-        if found is None:
-            return []
-        param, calls = found
-        values: list[int] = []
-        for passed, at in calls:
-            given = param.default if passed is None else passed
-            known = integer_value(self.ctx, given, at) if given is not None else None
-            if known is None:
-                return []
-            values.append(known)
-        return values
+        passed = self.streams.passed_values(expr, path)
+        if len(passed) == 1 and passed[0][0] is expr:
+            return []  # not a parameter: `integer_value` already said it is unknown
+        values = [integer_value(self.ctx, given, at) for given, at in passed]
+        return [] if any(v is None for v in values) else values  # type: ignore[misc]
 
     def _ceil_count(self, count: cst.BaseExpression, loop: cst.For) -> bool:
         """A number of batches rounded up: `ceil(n / bs)`, `(n + bs - 1) // bs`,

@@ -270,10 +270,10 @@ class Streams:
         size = positional[position] if len(positional) > position else keyword_argument(call, "batch_size")
         if dataset is None or size is None:
             return False
-        batches = [integer_value(self.ctx, value, at) for value, at in self._passed(size, [*path, call])]
+        batches = [integer_value(self.ctx, value, at) for value, at in self.passed_values(size, [*path, call])]
         if not batches or any(batch is None or batch <= 1 for batch in batches):
             return False
-        given = self._passed(dataset, [*path, call])
+        given = self.passed_values(dataset, [*path, call])
         if not given:
             return False
         for value, at in given:
@@ -282,7 +282,7 @@ class Streams:
                 return False
         return True
 
-    def _passed(self, expr: cst.BaseExpression, path: list[cst.CSTNode]) -> list[tuple[cst.BaseExpression, list[cst.CSTNode]]]:
+    def passed_values(self, expr: cst.BaseExpression, path: list[cst.CSTNode]) -> list[tuple[cst.BaseExpression, list[cst.CSTNode]]]:
         """The values `expr` (read at the end of `path`) takes: itself, or for a parameter of
         the function around it, what every call of the function in the file passes (or the
         default it leaves); empty when a call passes nothing the linter can read."""
@@ -361,9 +361,7 @@ class Streams:
                     return None
                 return Stream(call)
         if name in ("tensorflow_datasets.load", "tensorflow_datasets.builder"):
-            positional = [a.value for a in call.args if a.keyword is None and not a.star]
-            dataset = positional[0] if positional else keyword_argument(call, "name")
-            known = _jaxapi.TFDS_SIZES.get(dataset.evaluated_value) if isinstance(dataset, cst.SimpleString) else None  # type: ignore[arg-type]
+            known = _tfds_sizes(call)
             if known is not None and name.endswith(".builder"):
                 return Stream(splits=tuple(known.items()))
             if known is not None:
@@ -394,9 +392,7 @@ class Streams:
             return Stream()
         if keyword_argument(call, "batch_size") is not None:
             return Stream()
-        positional = [a.value for a in call.args if a.keyword is None and not a.star]
-        dataset = positional[0] if positional else keyword_argument(call, "name")
-        known = _jaxapi.TFDS_SIZES.get(dataset.evaluated_value) if isinstance(dataset, cst.SimpleString) else None  # type: ignore[arg-type]
+        known = _tfds_sizes(call)
         return Stream(examples=_split_size(known, split)) if known is not None else Stream()
 
     def _hf_batch(self, call: cst.Call, inner: Stream) -> Stream:
@@ -680,6 +676,16 @@ def _loader(
 
 # Dataset methods that keep the number of examples of a stream not yet batched.
 _KEEPS_EXAMPLES = frozenset({"map", "shuffle", "prefetch", "cache", "with_options", "as_dataset"})
+
+
+def _tfds_sizes(call: cst.Call) -> Mapping[str, int] | None:
+    """The split sizes the library table knows for the dataset a `tfds.load(name, ...)` or
+    `tfds.builder(name)` call names with a string; None for any other name."""
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    dataset = positional[0] if positional else keyword_argument(call, "name")
+    if not isinstance(dataset, cst.SimpleString):
+        return None
+    return _jaxapi.TFDS_SIZES.get(dataset.evaluated_value)  # type: ignore[arg-type]
 
 
 def _split_size(sizes: Mapping[str, int], split: cst.BaseExpression | None) -> int | None:
