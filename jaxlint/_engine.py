@@ -386,16 +386,22 @@ def _locate_in_notebook(finding: Finding, notebook: NotebookSource | None) -> Fi
     end_cell, end_line = notebook.locate(finding.end_line)
 
     def in_cells(match: re.Match[str]) -> str:
-        # evidence names lines of the joined cells: say them as the notebook shows them
-        other_cell, other_line = notebook.locate(int(match.group(1)))
+        if match.group(1) is not None:  # quoted code is left as written
+            return match.group(0)
+        # messages and evidence name lines of the joined cells: say them as the notebook shows them
+        other_cell, other_line = notebook.locate(int(match.group(2)))
         return f"line {other_line}" if other_cell == cell else f"line {other_line} of cell {other_cell}"
 
-    evidence = tuple(_EVIDENCE_LINE.sub(in_cells, sentence) for sentence in finding.evidence)
-    located = replace(finding, cell=cell, line=line, end_line=end_line if end_cell == cell else line, evidence=evidence)
+    evidence = tuple(_TEXT_LINE.sub(in_cells, sentence) for sentence in finding.evidence)
+    located = replace(
+        finding, cell=cell, line=line, end_line=end_line if end_cell == cell else line,
+        message=_TEXT_LINE.sub(in_cells, finding.message), evidence=evidence,
+    )  # fmt: skip
     return _in_file(located, notebook)
 
 
-_EVIDENCE_LINE = re.compile(r"\bline (\d+)\b")
+# "line 40" in a message or evidence sentence; a `quoted` span of code matches whole (group 1).
+_TEXT_LINE = re.compile(r"(`[^`]*`)|\bline (\d+)\b")
 
 
 def _in_file(finding: Finding, notebook: NotebookSource) -> Finding:

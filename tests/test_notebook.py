@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from jaxlint._cli import cli
 from jaxlint._engine import analyze
 from jaxlint._notebook import read_notebook
-from jaxlint.rules import TreeAtBatch
+from jaxlint.rules import MissingJit, TreeAtBatch
 
 
 def _notebook(*cells: tuple[str, str]) -> bytes:
@@ -121,6 +121,23 @@ def test_evidence_names_lines_as_the_notebook_shows_them() -> None:
     (finding,) = analyze("nb.ipynb", data, [TreeAtBatch]).result.findings
     assert finding.cell == 2
     assert any("the loop at line 1," in sentence for sentence in finding.evidence), finding.evidence
+
+
+def test_a_message_names_lines_as_the_notebook_shows_them() -> None:
+    # missing-jit's message names the loop's line: within the finding's cell, or with its cell.
+    helper = "def energy(x):\n    return jnp.sum(jnp.sin(x) ** 2) + jnp.mean(jnp.cos(x))\n"
+    loop = "total = 0.0\nfor i in range(500):\n    total = total + energy(xs[i])\n"
+    data = _notebook(
+        ("code", ["import jax.numpy as jnp\n", "xs = jnp.ones((500, 8))\n"]),
+        ("code", helper),
+        ("code", loop),
+    )
+    (finding,) = analyze("nb.ipynb", data, [MissingJit]).result.findings
+    assert finding.cell == 2
+    assert "(line 2 of cell 3)" in finding.message, finding.message
+    together = _notebook(("code", ["import jax.numpy as jnp\n", "xs = jnp.ones((500, 8))\n"]), ("code", helper + loop))
+    (finding,) = analyze("nb.ipynb", together, [MissingJit]).result.findings
+    assert "(line 4)" in finding.message, finding.message
 
 
 # A package that jits its data normalization, and a notebook beside it whose active-learning
