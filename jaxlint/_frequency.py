@@ -49,6 +49,7 @@ __all__ = [
     "integer_value",
     "reaching_value",
     "items_count",
+    "leading_dimension",
     "leaves_block",
     "iteration_count",
     "loop_runs",
@@ -717,7 +718,7 @@ def _integer(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode]
         # declares for that field, the value a run gets unless somebody asks for another.
         return config_defaults(ctx).get(expr.attr.value)
     if isinstance(expr, cst.Subscript):
-        owner = _leading_dimension(expr)
+        owner = leading_dimension(expr)
         if owner is not None:
             return _count(ctx, owner, path, depth + 1)  # `x.shape[0]` is `len(x)`
         return _dict_entry(ctx, expr, path, depth)
@@ -732,7 +733,7 @@ def _integer(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode]
     return None
 
 
-def _leading_dimension(expr: cst.Subscript) -> cst.BaseExpression | None:
+def leading_dimension(expr: cst.Subscript) -> cst.BaseExpression | None:
     """`x` of `x.shape[0]`: the number of rows of `x`, as `len(x)` counts them."""
     if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
         return None

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import _jaxapi
-from ._frequency import integer_value
+from ._frequency import integer_value, items_count, leading_dimension
 from ._nodes import free_names, iter_subtree, one_line, shorten
 from ._scope import parameter_names, target_names
 from ._streams import Stream, Streams, mentions_padding
@@ -400,13 +400,22 @@ class BatchIndex:
                 return None
             if not self._ceil_count(count, loop):
                 return None
+            operands = self._ceil_operands(count, loop)
+            known = self._known_sizes(*operands, loop) if operands is not None else None
+            if _divides(known):
+                return None  # rounded up from a whole number of batches: every batch is full
             slices = _count_slices(loop, index)
             if not slices:
                 return None
+            sizes = _remainder(known)
+            why = "(the number of batches is rounded up)"
+            if sizes is not None and operands is not None:
+                total, size = sizes
+                why = f"(the number of batches is rounded up, and `{self._code(operands[0])}` is {total}, not a multiple of {size}: the last batch has {total % size} rows)"
             return Batching(
                 "count",
                 f"`{self._code(slices[0])}` over `{self._code(source)}`",
-                "(the number of batches is rounded up)",
+                why,
                 slices=slices,
             )
         return None
@@ -576,9 +585,34 @@ class BatchIndex:
             return [value]
         passed = self.streams.passed_values(expr, path)
         if len(passed) == 1 and passed[0][0] is expr:
-            return []  # not a parameter: `integer_value` already said it is unknown
+            return self._parameter_rows(expr, path)  # not a parameter: its rows may be one's
         values = [integer_value(self.ctx, given, at) for given, at in passed]
         return [] if any(v is None for v in values) else values  # type: ignore[misc]
+
+    def _parameter_rows(self, expr: cst.BaseExpression, path: list[cst.CSTNode], depth: int = 0) -> list[int]:
+        """The number of rows of a parameter, `len(features)` or `features.shape[0]` (or a
+        name the function sets to one once, `n = features.shape[0]`), where every call passes
+        an array whose rows the code shows (`train_x = data[:1000]`, `jnp.ones(4096)`:
+        `_frequency.items_count`); empty when one is unknown."""
+        if depth > 2:
+            return []
+        if isinstance(expr, cst.Name):
+            scope = next((n for n in reversed(path) if isinstance(n, cst.FunctionDef)), None)
+            values = assigned_in(scope, expr.value) if scope is not None else []
+            return self._parameter_rows(values[0], path, depth + 1) if len(values) == 1 else []
+        owner = None
+        if isinstance(expr, cst.Subscript):
+            owner = leading_dimension(expr)
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len" and len(expr.args) == 1:
+            if self.ctx.is_builtin("len", anchor=expr):
+                owner = expr.args[0].value
+        if not isinstance(owner, cst.Name):
+            return []
+        passed = self.streams.passed_values(owner, path)
+        if not passed or passed[0][0] is owner:
+            return []
+        rows = [items_count(self.ctx, given, at) for given, at in passed]
+        return [] if any(r is None for r in rows) else rows  # type: ignore[misc]
 
     def _ceil_count(self, count: cst.BaseExpression, loop: cst.For) -> bool:
         """A number of batches rounded up: `ceil(n / bs)`, `(n + bs - 1) // bs`,
@@ -607,6 +641,37 @@ class BatchIndex:
                 ):
                     return True  # n // bs + (n % bs > 0), n // bs + 1, full + bool(rest)
         return False
+
+    def _ceil_operands(self, count: cst.BaseExpression, loop: cst.For) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+        """The number of rows and the batch size a rounded-up count is made of (`ceil(n / bs)`,
+        `(n + bs - 1) // bs`, `-(-n // bs)`, `n // bs + (n % bs > 0)`), or None. A count
+        `n // bs + 1` is one more than the full batches whether or not `bs` divides `n`."""
+        for expr in [count, *self.assigned(count, loop)]:
+            for node in iter_subtree(expr):
+                if isinstance(node, cst.Call) and self.ctx.resolve(node.func, anchor=node) in _CEILS and node.args:
+                    inner = node.args[0].value
+                    if isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.Divide):
+                        return inner.left, inner.right
+            if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+                inner = expr.expression
+                if isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.FloorDivide):
+                    if isinstance(inner.left, cst.UnaryOperation) and isinstance(inner.left.operator, cst.Minus):
+                        return inner.left.expression, inner.right
+            if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.FloorDivide):
+                top = expr.left  # (n + bs - 1)
+                if (
+                    isinstance(top, cst.BinaryOperation) and isinstance(top.operator, cst.Subtract)
+                    and isinstance(top.left, cst.BinaryOperation) and isinstance(top.left.operator, cst.Add)
+                ):  # fmt: skip
+                    return top.left.left, expr.right
+            if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+                for side, other in ((expr.left, expr.right), (expr.right, expr.left)):
+                    if (
+                        isinstance(side, cst.BinaryOperation) and isinstance(side.operator, cst.FloorDivide)
+                        and any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) for n in iter_subtree(other))
+                    ):  # fmt: skip
+                        return side.left, side.right
+        return None
 
     def _quotient(self, expr: cst.BaseExpression, loop: cst.For) -> bool:
         """`n // bs`, or a name set to one or to `divmod(n, bs)` (`full, rest = divmod(n,

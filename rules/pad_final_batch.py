@@ -94,9 +94,12 @@ batches), when the loop pads or masks already (a call or name spelled with `pad`
 `mask`, or a batch bound to itself with rows joined after it: `chunk = np.concatenate([chunk,
 np.zeros((bs - len(chunk), 3))])`, `np.vstack`), when it skips short batches (`if len(x) < bs: continue`), when the function checks
 that `bs` divides the data (`assert n % bs == 0`), when the code shows both sizes and `bs`
-divides `n` (`range(0, n_keys, 100)` with `n_keys` a literal, a module constant, the default
+divides `n` (`range(0, n_keys, 100)`, or `range(ceil(n / bs))` and the other rounded-up
+counts, with `n_keys` a literal, a module constant, the default
 the script declares for a flag, `add_argument("--n-keys", default=2000)`, or what every call
-of the function in the file passes; `x.shape[0]` or `len(x)` of what a function of the file
+of the function in the file passes; the rows of a parameter, `n = features.shape[0]`, when
+every call passes an array whose rows the code shows, `data["a"][:1000]` or `jnp.ones(4096)`;
+`x.shape[0]` or `len(x)` of what a function of the file
 returns when asked for that many by a parameter counting what it is named for,
 `sample_random_points(h, w, num_points)`; a loader over a library dataset of a known size,
 the library table's `dataset-sizes`: `DataLoader(datasets.MNIST(root, train=True),
