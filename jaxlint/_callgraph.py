@@ -191,6 +191,7 @@ class Function:
     sites: list[Site] = field(default_factory=list)  # calls of it by name (trusted only)
     uses: list[tuple[cst.Name, tuple[cst.CSTNode, ...]]] = field(default_factory=list)  # other references
     body: list[Site] = field(default_factory=list)  # calls its body makes (lambdas included)
+    transformed: list[Site] = field(default_factory=list)  # `jax.grad(it)(...)`: sites run under a transform's tracer
     matmul: bool = False  # its body uses `@`
 
     @property
@@ -257,20 +258,51 @@ class CallGraph:
             if len(functions) == 1 and not graph._bound.get(name):
                 functions[0].trusted = True
                 graph.functions[name] = functions[0]
+        invoked: set[int] = set()  # names read only to be transformed and called at once
         for site in graph._calls:
             func = site.call.func
+            transformed = isinstance(func, cst.Call)
+            if transformed:
+                func = graph._transformed(func, site.path, site.call)  # type: ignore[arg-type]
+                if func is not None:
+                    invoked.add(id(func))
             if isinstance(func, cst.Name):
                 target = graph.functions.get(func.value)
                 if target is not None and graph._binds(func.value, site.path, site.call, target):
                     target.sites.append(site)
+                    if transformed:
+                        target.transformed.append(site)
             owner = graph._defs.get(id(site.scope)) or graph._enclosing_def(site.path)
             if owner is not None:
                 owner.body.append(site)
         for name_node, path in graph._reads:
+            if id(name_node) in invoked:
+                continue
             target = graph.functions.get(name_node.value)
             if target is not None and graph._binds(name_node.value, path, name_node, target):
                 target.uses.append((name_node, path))
         return graph
+
+    def _transformed(self, func: cst.Call, path: tuple[cst.CSTNode, ...], call: cst.Call) -> cst.Name | None:
+        """`loss_fn` of `jax.value_and_grad(loss_fn)(params, batch)` (also `jax.vmap(jax.grad(f))`
+        and `partial`s of the function): a transform that does not compile, called at once.
+        The call runs the function's body right there, op by op under the transform's tracer
+        when the code around it runs eagerly: it is a call of the function, as `loss_fn(params,
+        batch)` would be. A transform whose result is kept (`grad_fn = jax.grad(loss_fn)`) or
+        handed on is a use (`_escape`)."""
+        node: cst.BaseExpression = func
+        while isinstance(node, cst.Call):
+            resolved = self.ctx.resolve(node.func, path, anchor=call)
+            if resolved not in _jaxapi.TRANSFORMS or resolved in _jaxapi.JIT_WRAPPERS:
+                if resolved in _jaxapi.PARTIAL and node is not func:
+                    pass  # `jax.grad(partial(loss_fn, model))`
+                else:
+                    return None
+            positional = [a for a in node.args if a.keyword is None and not a.star]
+            if not positional:
+                return None
+            node = positional[0].value
+        return node if isinstance(node, cst.Name) else None
 
     def _walk(self, node: cst.CSTNode, path: list[cst.CSTNode]) -> None:
         if isinstance(node, cst.FunctionDef):
@@ -433,6 +465,8 @@ class CallGraph:
         info = self.ctx.function_info(function.node, function.path)
         for resolved, written in zip(info.decorators, function.node.decorators):
             decorator = resolved or self._decorator_alias(written.decorator) or dotted_name(written.decorator)
+            if decorator in _jaxapi.TRANSFORMS and decorator not in _jaxapi.JIT_WRAPPERS:
+                continue  # `@eqx.filter_value_and_grad`: the body runs where the function is called
             if decorator in _jaxapi.JIT_WRAPPERS or (decorator or "").startswith(_MODULE_BASES):
                 return Mode.TRACED
             if decorator not in _jaxapi.PLAIN_DECORATORS:
@@ -521,6 +555,19 @@ class CallGraph:
                 return Mode.TRACED  # jit, vmap, grad, lax.scan, checkpoint, custom_vjp...
             return Mode.UNKNOWN
         return Mode.UNKNOWN
+
+    def transform_decorators(self, function: Function) -> list[str] | None:
+        """The transforms that decorate the function when every decorator is one that does
+        not compile (`@eqx.filter_value_and_grad`, `@jax.vmap`): its body runs where it is
+        called, eagerly from eager code. None when it has another decorator or none."""
+        info = self.ctx.function_info(function.node, function.path)
+        found = []
+        for resolved, written in zip(info.decorators, function.node.decorators):
+            decorator = resolved or self._decorator_alias(written.decorator) or dotted_name(written.decorator)
+            if decorator not in _jaxapi.TRANSFORMS or decorator in _jaxapi.JIT_WRAPPERS:
+                return None
+            found.append(decorator)
+        return found or None
 
     def _decorator_alias(self, expr: cst.BaseExpression) -> str | None:
         """The API a decorator named by a module-level alias applies: `@typecheck` where the
@@ -616,11 +663,21 @@ class CallGraph:
                 owner = self.ctx.binding_owner(root.value, [*site.path, site.call])
                 if owner is not None and owner is not module:
                     continue  # a local or a parameter: not the module-level callable
-                if self.scope_mode(site.scope, site.path) is not Mode.TRACED and not self._handed_to_trace(site.scope):
+                if (
+                    self.scope_mode(site.scope, site.path) is not Mode.TRACED
+                    and not self._handed_to_trace(site.scope)
+                    and not self._run_transformed(site.scope)
+                ):
                     continue
                 resolved = self.ctx.resolve(func, site.path, anchor=site.call)
                 cache.add(resolved or dotted_name(func) or "")
         return callee in cache
+
+    def _run_transformed(self, scope: cst.CSTNode) -> bool:
+        """Whether `scope` is a def that the file runs under a transform's tracer
+        (`jax.grad(loss_fn)(params)`): what it calls takes tracers, eager or not."""
+        function = self._defs.get(id(scope)) if isinstance(scope, cst.FunctionDef) else None
+        return function is not None and bool(function.transformed)
 
     def _handed_to_trace(self, scope: cst.CSTNode) -> bool:
         """Whether `scope` is a nested `def` that the function defining it hands to a JAX

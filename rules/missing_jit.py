@@ -33,9 +33,15 @@ such functions, hands to nothing and never decorates, whose own loop says it run
 steps in a way no trace would take: a `while` on a flag, a loader, a progress bar, not a
 `range`, which a library's algorithm also runs under its caller's jit: a tutorial's rollout
 helper, an evaluation loop over a loader that another module calls: `CallGraph.drives_loop`),
-calling the function by name. It stays silent when the function
+calling the function by name, or through a transform that does not compile called at once
+(`jax.value_and_grad(loss_fn)(params, batch)`, `jax.vmap(jax.grad(f))(xs)`: the transform
+runs the function right there, and its derivative with it, op by op when the loop is eager;
+`CallGraph._transformed`), or a function decorated with such transforms only
+(`@eqx.filter_value_and_grad`, `@jax.vmap`: called by name; reported without a fix, the jit
+goes above the transform). It stays silent when the function
 is jitted anywhere in the file (decorated, `f = jax.jit(f)`, `fast = jax.jit(f)`), handed to
-`jax.jit`/`vmap`/`grad`/`lax.scan` or any other function (the caller may jit it: a
+`jax.jit`/`vmap`/`grad`/`lax.scan` or any other function and not called there at once
+(`grad_fn = jax.grad(loss_fn)`; the caller may jit it: a
 function of a library is called from other files; not when a function that is itself traced
 hands it to a transform, `jax.value_and_grad(loss_fn)` in the jitted step: that runs under
 the step's trace, and the calls by name in an evaluation loop still run eagerly), called only from traced code, decorated,
@@ -201,8 +207,11 @@ class MissingJit(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Name) and func.value not in self._called_in_loops and self.ctx.loops(node):
-            self._called_in_loops.add(func.value)
+        callee = func
+        while isinstance(callee, cst.Call) and callee.args:  # `jax.value_and_grad(loss_fn)(...)`
+            callee = callee.args[0].value
+        if isinstance(callee, cst.Name) and callee.value not in self._called_in_loops and self.ctx.loops(node):
+            self._called_in_loops.add(callee.value)
         elif is_apply_call(node):
             loops = self.ctx.loops(node)
             if loops:
@@ -256,7 +265,9 @@ class MissingJit(Rule):
             self.report(
                 function.node.name,
                 self._message(function, work, repeat, jittability),
-                fix=self._fix(function, jittability),
+                # jitting a transformed function wants the transform inside the jit, and an
+                # equinox transform's results (`None` for non-arrays) want `eqx.filter_jit`
+                fix=None if function.node.decorators else self._fix(function, jittability),
                 ancestors=[*function.path, function.node],
                 evidence=[call_chain_evidence(
                     self.ctx, repeat.site.call, repeat.site.path, repeat.loop, [f.name for f in repeat.chain]
@@ -266,7 +277,9 @@ class MissingJit(Rule):
     def _candidate(self, function: Function) -> tuple[str, int, Jittability] | None:
         node = function.node
         graph = self.ctx.calls
-        if node.decorators or node.asynchronous is not None or not function.sites:
+        if node.asynchronous is not None or not function.sites:
+            return None
+        if node.decorators and graph.transform_decorators(function) is None:
             return None
         if not all(graph.hands_to_transform(name, path) for name, path in function.uses):
             return None  # handed to something that may jit it (a library's caller), or runs it
@@ -370,10 +383,25 @@ class MissingJit(Rule):
         compiled = "is never jit-compiled"
         if self.ctx.calls.traced_too(function):
             compiled = "is compiled only where a trace runs it"
+        runs, dispatches = "it runs", "its operations"
+        transforms = self.ctx.calls.transform_decorators(function) if function.node.decorators else None
+        if repeat.chain or transforms is None:
+            transform = repeat.site.call.func
+            if not repeat.chain and isinstance(transform, cst.Call):
+                transforms = [self.ctx.resolve(transform.func, repeat.site.path, anchor=repeat.site.call) or ""]
+        if transforms:
+            # `jax.value_and_grad(loss_fn)(...)` or `@eqx.filter_value_and_grad`: the body runs
+            # eagerly under the transform's tracer, its derivative too
+            runs = f"`{'`, `'.join(t.rpartition('.')[2] for t in transforms)}` runs it"
+            dispatches = "its operations and their derivatives" if any("grad" in t for t in transforms) else dispatches
+        hint = _static_hint(jittability)
+        if function.node.decorators:  # only transforms (`_candidate`): the jit goes above them
+            jit = "eqx.filter_jit" if jittability.module_calls else "jax.jit"
+            hint = f"compile it with `@{jit}` above its decorators"
         return (
-            f"`{function.name}()` does array work (`{work}`) but {compiled}, and it "
-            f"runs once per iteration of {where}{via}: every call dispatches its operations one "
-            f"by one from Python; " + _static_hint(jittability)
+            f"`{function.name}()` does array work (`{work}`) but {compiled}, and {runs} "
+            f"once per iteration of {where}{via}: every call dispatches {dispatches} one "
+            f"by one from Python; " + hint
         )
 
     def _fix(self, function: Function, jittability: Jittability) -> Fix | None:
