@@ -883,6 +883,12 @@ class CallGraph:
             return True
         return any(self._escape(name, path) is Mode.TRACED for name, path in function.uses)
 
+    def transformed_too(self, function: Function) -> bool:
+        """Whether the file calls `function` from a function it runs under a transform that
+        does not compile, called at once (a helper of the loss in `jax.grad(loss_fn)(params)`):
+        a use built around the transformed function, which jit would take whole."""
+        return any(self._run_transformed(site.scope) for site in function.sites)
+
     def _nnx_module(self, func: cst.BaseExpression, path: Sequence[cst.CSTNode]) -> bool:
         """Whether the parameter `func` calls (or a part of it) holds a Flax NNX Module: what
         every caller of the function passes for it (`_pytrees.classify`)."""

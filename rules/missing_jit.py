@@ -324,7 +324,9 @@ class MissingJit(Rule):
         """Preview only: a function of a few plain array operations (`_LIGHT`, no model
         forward, transform or `lax` control flow: `CallGraph.light_work`) that the file also
         runs under a trace (it, or a function on the call path from the loop, is called in a
-        jitted or transformed function: `CallGraph.traced_too`). Its compiled use is the one
+        jitted or transformed function: `CallGraph.traced_too`, or from a loss that a transform
+        called at once runs, `jax.grad(loss_fn)(params)`, whose own finding the loss or the step
+        gets: `CallGraph.transformed_too`). Its compiled use is the one
         the code is built around; the eager calls from the loop cost a few dispatches each,
         and jit saves at most those. On the ecosystem check's dev split no finding of this
         kind was a true positive, in the repositories of earlier batches (0 of 2) or of the
@@ -332,7 +334,10 @@ class MissingJit(Rule):
         graph = self.ctx.calls
         if not graph.light_work(function.node, _LIGHT):
             return False
-        return graph.traced_too(function) or any(graph.traced_too(caller) for caller in repeat.chain)
+        if any(graph.traced_too(f) for f in (function, *repeat.chain)):
+            return True
+        # a helper of a loss that a transform runs (not the loss itself: nothing compiles it)
+        return graph.transformed_too(function) or any(f.transformed or graph.transformed_too(f) for f in repeat.chain)
 
     def _static_per_iteration(self, function: Function, jittability: Jittability, repeat: Repeat) -> bool:
         """Whether jit would compile on every iteration, which saves nothing over running
