@@ -552,7 +552,7 @@ def _count(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode], 
         if asked is not None:
             return asked
     if isinstance(expr, cst.Subscript):
-        return _slice_length(ctx, expr, path, depth)
+        return _rows_of_subscript(ctx, expr, path, depth)
     if (
         isinstance(expr, cst.Call)
         and isinstance(expr.func, cst.Attribute)
@@ -575,6 +575,25 @@ def _count(ctx: FileContext, expr: cst.BaseExpression, path: list[cst.CSTNode], 
     if name == "zip" and positional:
         counts = [c for c in (_count(ctx, a, path, depth + 1) for a in positional) if c is not None]
         return min(counts) if counts else None
+    return None
+
+
+def _rows_of_subscript(ctx: FileContext, expr: cst.Subscript, path: list[cst.CSTNode], depth: int) -> int | None:
+    """How many rows (items along the first axis) `x[:25]`, `x[:, 3]` or `x[..., ::32]` keeps:
+    a slice of the first axis counts (`_slice_length`); a whole first axis (`:`) or an
+    ellipsis before one more index (the data's other axes: the rows of a batch of samples are
+    kept) has the rows of `x`."""
+    if len(expr.slice) == 1:
+        return _slice_length(ctx, expr, path, depth)
+    first = expr.slice[0].slice
+    whole = isinstance(first, cst.Slice) and first.lower is None and first.upper is None and first.step is None
+    ellipsis = (
+        isinstance(first, cst.Index) and isinstance(first.value, cst.Ellipsis) and len(expr.slice) == 2
+    )  # fmt: skip
+    if whole or ellipsis:
+        return _count(ctx, expr.value, path, depth + 1)
+    if isinstance(first, cst.Slice):
+        return _slice_length(ctx, expr.with_changes(slice=[expr.slice[0]]), path, depth)
     return None
 
 

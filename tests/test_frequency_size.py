@@ -65,6 +65,12 @@ def _loop_count(source: str) -> int | None:
         ("for p, v in zip(prices[:25], volumes[:25]):\n    pass\n", 25),
         ("for p in prices[10:40]:\n    pass\n", 30),
         ("for p in prices[-5:]:\n    pass\n", None),  # counted from the end: unknown
+        # the rows a subscript keeps: a slice of the first axis, or all of them
+        ("x = data[:1000]\nfor row in x[:, 0]:\n    pass\n", 1000),
+        ("x = data[:1000]\nfor row in x[..., ::32]:\n    pass\n", 1000),  # columns thinned, rows kept
+        ("for row in data[10:40, 2]:\n    pass\n", 30),
+        ("x = data[:1000]\nfor row in x[::2, 0]:\n    pass\n", None),  # a step on the rows: not counted
+        ("x = data[:1000]\nfor row in x[..., 0, 1]:\n    pass\n", None),  # which axes `...` covers: unknown
         ("import numpy as np\nfrom tqdm import tqdm\nfor i in tqdm(np.arange(20)):\n    pass\n", 20),
         # a call asked for a number of the things it is named for
         ("graphs = make_graphs(images, n_graphs=2)\nfor i in range(len(graphs)):\n    pass\n", 2),
