@@ -462,9 +462,7 @@ class CallGraph:
         """What the function's decorators say of how its body runs: traced under a jit
         wrapper or a library's Module decorator, unknown under one jaxlint does not know,
         None when they are all plain (`functools.wraps`...) or there are none."""
-        info = self.ctx.function_info(function.node, function.path)
-        for resolved, written in zip(info.decorators, function.node.decorators):
-            decorator = resolved or self._decorator_alias(written.decorator) or dotted_name(written.decorator)
+        for decorator in self._decorator_names(function):
             if decorator in _jaxapi.TRANSFORMS and decorator not in _jaxapi.JIT_WRAPPERS:
                 continue  # `@eqx.filter_value_and_grad`: the body runs where the function is called
             if decorator in _jaxapi.JIT_WRAPPERS or (decorator or "").startswith(_MODULE_BASES):
@@ -560,14 +558,19 @@ class CallGraph:
         """The transforms that decorate the function when every decorator is one that does
         not compile (`@eqx.filter_value_and_grad`, `@jax.vmap`): its body runs where it is
         called, eagerly from eager code. None when it has another decorator or none."""
-        info = self.ctx.function_info(function.node, function.path)
         found = []
-        for resolved, written in zip(info.decorators, function.node.decorators):
-            decorator = resolved or self._decorator_alias(written.decorator) or dotted_name(written.decorator)
+        for decorator in self._decorator_names(function):
             if decorator not in _jaxapi.TRANSFORMS or decorator in _jaxapi.JIT_WRAPPERS:
                 return None
             found.append(decorator)
         return found or None
+
+    def _decorator_names(self, function: Function) -> Iterator[str | None]:
+        """What each decorator of the function applies: its resolved name, the API a
+        module-level alias binds, or the name as written."""
+        info = self.ctx.function_info(function.node, function.path)
+        for resolved, written in zip(info.decorators, function.node.decorators):
+            yield resolved or self._decorator_alias(written.decorator) or dotted_name(written.decorator)
 
     def _decorator_alias(self, expr: cst.BaseExpression) -> str | None:
         """The API a decorator named by a module-level alias applies: `@typecheck` where the

@@ -583,26 +583,18 @@ def _rows_of_subscript(ctx: FileContext, expr: cst.Subscript, path: list[cst.CST
     a slice of the first axis counts (`_slice_length`); a whole first axis (`:`) or an
     ellipsis before one more index (the data's other axes: the rows of a batch of samples are
     kept) has the rows of `x`."""
-    if len(expr.slice) == 1:
-        return _slice_length(ctx, expr, path, depth)
     first = expr.slice[0].slice
-    whole = isinstance(first, cst.Slice) and first.lower is None and first.upper is None and first.step is None
-    ellipsis = (
-        isinstance(first, cst.Index) and isinstance(first.value, cst.Ellipsis) and len(expr.slice) == 2
-    )  # fmt: skip
-    if whole or ellipsis:
-        return _count(ctx, expr.value, path, depth + 1)
-    if isinstance(first, cst.Slice):
-        return _slice_length(ctx, expr.with_changes(slice=[expr.slice[0]]), path, depth)
-    return None
+    if len(expr.slice) > 1:
+        whole = isinstance(first, cst.Slice) and first.lower is None and first.upper is None and first.step is None
+        ellipsis = isinstance(first, cst.Index) and isinstance(first.value, cst.Ellipsis) and len(expr.slice) == 2
+        if whole or ellipsis:
+            return _count(ctx, expr.value, path, depth + 1)
+    return _slice_length(ctx, first, path, depth) if isinstance(first, cst.Slice) else None
 
 
-def _slice_length(ctx: FileContext, expr: cst.Subscript, path: list[cst.CSTNode], depth: int) -> int | None:
-    """At most how many items `x[:25]` or `x[10:40]` holds (the bounds known, no step, not
-    counted from the end): a loop over it runs that many times or fewer."""
-    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Slice):
-        return None
-    part = expr.slice[0].slice
+def _slice_length(ctx: FileContext, part: cst.Slice, path: list[cst.CSTNode], depth: int) -> int | None:
+    """At most how many items the slice `:25` or `10:40` of an axis holds (the bounds known, no
+    step, not counted from the end): a loop over `x[:25]` runs that many times or fewer."""
     if part.step is not None or part.upper is None:
         return None
     lower = 0 if part.lower is None else _integer(ctx, part.lower, path, depth + 1)

@@ -390,10 +390,9 @@ class MissingJit(Rule):
             compiled = "is compiled only where a trace runs it"
         runs, dispatches = "it runs", "its operations"
         transforms = self.ctx.calls.transform_decorators(function) if function.node.decorators else None
-        if repeat.chain or transforms is None:
-            transform = repeat.site.call.func
-            if not repeat.chain and isinstance(transform, cst.Call):
-                transforms = [self.ctx.resolve(transform.func, repeat.site.path, anchor=repeat.site.call) or ""]
+        transform = repeat.site.call.func
+        if transforms is None and not repeat.chain and isinstance(transform, cst.Call):  # `jax.grad(f)(...)`
+            transforms = [self.ctx.resolve(transform.func, repeat.site.path, anchor=repeat.site.call) or ""]
         if transforms:
             # `jax.value_and_grad(loss_fn)(...)` or `@eqx.filter_value_and_grad`: the body runs
             # eagerly under the transform's tracer, its derivative too
